@@ -1,0 +1,202 @@
+package protocol
+
+import (
+	"fmt"
+	"sync"
+)
+
+// Operation is one of the operation keys of protocol v0 (plus extensions).
+type Operation string
+
+// The 22 operations of protocol v0.
+const (
+	OpHostStatus                        Operation = "host.status"
+	OpTurnStart                         Operation = "turn.start"
+	OpTurnQuery                         Operation = "turn.query"
+	OpTurnStop                          Operation = "turn.stop"
+	OpTurnMessageSubmit                 Operation = "turn.message.submit"
+	OpQueueRetract                      Operation = "queue.retract"
+	OpTurnInterrupt                     Operation = "turn.interrupt"
+	OpInteractionQuery                  Operation = "interaction.query"
+	OpInteractionAnswer                 Operation = "interaction.answer"
+	OpTaskLedgerQuery                   Operation = "task.ledger.query"
+	OpSubscriptionOpen                  Operation = "subscription.open"
+	OpSubscriptionClose                 Operation = "subscription.close"
+	OpRuntimePolicyQuery                Operation = "runtime.policy.query"
+	OpRuntimePolicyMutate               Operation = "runtime.policy.mutate"
+	OpConnectionCatalogQuery            Operation = "connection.catalog.query"
+	OpConnectionCatalogCreate           Operation = "connection.catalog.create"
+	OpConnectionCatalogUpdate           Operation = "connection.catalog.update"
+	OpConnectionCatalogRemove           Operation = "connection.catalog.remove"
+	OpConnectionCatalogSetDefaultTarget Operation = "connection.catalog.set-default-target"
+	OpCredentialVaultQuery              Operation = "credential.vault.query"
+	OpCredentialVaultSet                Operation = "credential.vault.set"
+	OpCredentialVaultDelete             Operation = "credential.vault.delete"
+)
+
+// Mode says how an operation interacts with shutdown (protocol.md §3.3).
+type Mode string
+
+// Operation modes.
+const (
+	ModeCommand Mode = "command" // a mutation: shutdown waits until it is sealed
+	ModeQuery   Mode = "query"
+	ModeControl Mode = "control"
+)
+
+// Availability says in which host states an operation is served.
+type Availability string
+
+// Operation availabilities.
+const (
+	AvailabilityBootstrap Availability = "bootstrap" // any non-draining state
+	AvailabilityReady     Availability = "ready"     // only when ready
+)
+
+// Codec decodes one side (input or output) of an operation into its Go type.
+type Codec func(d *D, v Value) any
+
+// OperationSpec is one row of the operation table.
+type OperationSpec struct {
+	Key          Operation
+	Mode         Mode
+	Availability Availability
+	Errors       []ErrorCode
+
+	input, output Codec
+}
+
+// Declares reports whether code is one of the operation's declared errors.
+func (s *OperationSpec) Declares(code ErrorCode) bool {
+	for _, c := range s.Errors {
+		if c == code {
+			return true
+		}
+	}
+	return false
+}
+
+// DecodeInput strictly decodes a request input.
+func (s *OperationSpec) DecodeInput(v Value) (any, error) {
+	return runCodec(s.input, v, string(s.Key)+".input")
+}
+
+// DecodeOutput strictly decodes a successful result.
+func (s *OperationSpec) DecodeOutput(v Value) (any, error) {
+	return runCodec(s.output, v, string(s.Key)+".result")
+}
+
+// HasCodecs reports whether both codecs are registered.
+func (s *OperationSpec) HasCodecs() bool { return s.input != nil && s.output != nil }
+
+func runCodec(c Codec, v Value, path string) (out any, err error) {
+	if c == nil {
+		return nil, &ProtocolError{Code: CodeInvalidFrame, Message: path + ": no codec"}
+	}
+	defer func() {
+		// A decoder bug must never take the host down; it rejects the frame.
+		if r := recover(); r != nil {
+			out, err = nil, &ProtocolError{Code: CodeInvalidFrame, Message: fmt.Sprintf("%s: decoder panic: %v", path, r)}
+		}
+	}()
+	d := &D{}
+	out = c(d, v)
+	if d.err != nil {
+		return nil, d.err
+	}
+	return out, nil
+}
+
+var (
+	base   = []ErrorCode{ErrHostNotReady, ErrHostDraining, ErrOperationUnavailable}
+	turnMs = []ErrorCode{ErrHostNotReady, ErrHostDraining, ErrOperationUnavailable, ErrNotFound, ErrSessionArchived, ErrSessionBusy, ErrOperationConflict, ErrOutcomeUnknown, ErrInternalFailure}
+	cfgQ   = []ErrorCode{ErrHostNotReady, ErrHostDraining, ErrOperationUnavailable, ErrInternalFailure, ErrPersistenceFailed, ErrInvalidRequest}
+	cfgM   = []ErrorCode{ErrHostNotReady, ErrHostDraining, ErrOperationUnavailable, ErrInvalidRequest, ErrInternalFailure, ErrPersistenceFailed, ErrCommitOutcomeUnknown}
+)
+
+func with(codes ...ErrorCode) []ErrorCode {
+	return append(append([]ErrorCode(nil), base...), codes...)
+}
+
+var (
+	tableMu sync.RWMutex
+	table   = map[Operation]*OperationSpec{}
+	order   []Operation
+)
+
+func define(key Operation, mode Mode, avail Availability, errs []ErrorCode) {
+	if _, dup := table[key]; dup {
+		panic("protocol: duplicate operation " + string(key))
+	}
+	table[key] = &OperationSpec{Key: key, Mode: mode, Availability: avail, Errors: errs}
+	order = append(order, key)
+}
+
+func init() {
+	define(OpHostStatus, ModeQuery, AvailabilityBootstrap, []ErrorCode{ErrHostDraining, ErrInternalFailure})
+	define(OpTurnStart, ModeCommand, AvailabilityReady, with(ErrNotFound, ErrSessionArchived, ErrSessionBusy, ErrOperationConflict, ErrInternalFailure))
+	define(OpTurnQuery, ModeQuery, AvailabilityReady, with(ErrNotFound, ErrInternalFailure))
+	define(OpTurnStop, ModeControl, AvailabilityReady, with(ErrNotFound, ErrOperationConflict, ErrInternalFailure))
+	define(OpTurnMessageSubmit, ModeCommand, AvailabilityReady, turnMs)
+	define(OpQueueRetract, ModeCommand, AvailabilityReady, turnMs)
+	define(OpTurnInterrupt, ModeControl, AvailabilityReady, turnMs)
+	define(OpInteractionQuery, ModeQuery, AvailabilityReady, with(ErrNotFound, ErrInternalFailure))
+	define(OpInteractionAnswer, ModeCommand, AvailabilityReady, with(ErrNotFound, ErrOperationConflict, ErrAlreadyResolved, ErrInternalFailure))
+	define(OpTaskLedgerQuery, ModeQuery, AvailabilityReady, with(ErrInvalidRequest, ErrInternalFailure))
+	define(OpSubscriptionOpen, ModeControl, AvailabilityReady, with(ErrNotFound, ErrOperationConflict, ErrInternalFailure))
+	define(OpSubscriptionClose, ModeControl, AvailabilityReady, with(ErrNotFound, ErrInternalFailure))
+	define(OpRuntimePolicyQuery, ModeQuery, AvailabilityReady, with(ErrInternalFailure, ErrPersistenceFailed))
+	define(OpRuntimePolicyMutate, ModeCommand, AvailabilityReady, cfgM)
+	define(OpConnectionCatalogQuery, ModeQuery, AvailabilityReady, cfgQ)
+	define(OpConnectionCatalogCreate, ModeCommand, AvailabilityReady, cfgM)
+	define(OpConnectionCatalogUpdate, ModeCommand, AvailabilityReady, cfgM)
+	define(OpConnectionCatalogRemove, ModeCommand, AvailabilityReady, cfgM)
+	define(OpConnectionCatalogSetDefaultTarget, ModeCommand, AvailabilityReady, cfgM)
+	define(OpCredentialVaultQuery, ModeQuery, AvailabilityReady, cfgQ)
+	define(OpCredentialVaultSet, ModeCommand, AvailabilityReady, cfgM)
+	define(OpCredentialVaultDelete, ModeCommand, AvailabilityReady, cfgM)
+}
+
+// registerCodec attaches the input and output codecs of an operation. Shape
+// files call it from init.
+func registerCodec(key Operation, input, output Codec) {
+	s, ok := table[key]
+	if !ok {
+		panic("protocol: codec for unknown operation " + string(key))
+	}
+	if s.input != nil || s.output != nil {
+		panic("protocol: duplicate codec for " + string(key))
+	}
+	s.input, s.output = input, output
+}
+
+// DefineExtension adds an operation beyond v0 (documented in docs/protocol.md).
+// It panics on a duplicate key, like http.ServeMux.
+func DefineExtension(key Operation, mode Mode, avail Availability, errs []ErrorCode, input, output Codec) {
+	tableMu.Lock()
+	defer tableMu.Unlock()
+	define(key, mode, avail, errs)
+	table[key].input, table[key].output = input, output
+}
+
+// Lookup returns the spec of an operation key.
+func Lookup(key string) (*OperationSpec, bool) {
+	tableMu.RLock()
+	s, ok := table[Operation(key)]
+	tableMu.RUnlock()
+	return s, ok
+}
+
+// Operations returns every operation spec in definition order.
+func Operations() []*OperationSpec {
+	tableMu.RLock()
+	defer tableMu.RUnlock()
+	out := make([]*OperationSpec, 0, len(order))
+	for _, k := range order {
+		out = append(out, table[k])
+	}
+	return out
+}
+
+// V0Operations is the number of operations in protocol v0.
+const V0Operations = 22
