@@ -122,6 +122,9 @@ var (
 	tableMu sync.RWMutex
 	table   = map[Operation]*OperationSpec{}
 	order   []Operation
+	// defined is initialised before any init function runs, so shape files
+	// can register codecs from their init regardless of file order.
+	defined = defineV0()
 )
 
 func define(key Operation, mode Mode, avail Availability, errs []ErrorCode) {
@@ -132,7 +135,7 @@ func define(key Operation, mode Mode, avail Availability, errs []ErrorCode) {
 	order = append(order, key)
 }
 
-func init() {
+func defineV0() bool {
 	define(OpHostStatus, ModeQuery, AvailabilityBootstrap, []ErrorCode{ErrHostDraining, ErrInternalFailure})
 	define(OpTurnStart, ModeCommand, AvailabilityReady, with(ErrNotFound, ErrSessionArchived, ErrSessionBusy, ErrOperationConflict, ErrInternalFailure))
 	define(OpTurnQuery, ModeQuery, AvailabilityReady, with(ErrNotFound, ErrInternalFailure))
@@ -155,6 +158,7 @@ func init() {
 	define(OpCredentialVaultQuery, ModeQuery, AvailabilityReady, cfgQ)
 	define(OpCredentialVaultSet, ModeCommand, AvailabilityReady, cfgM)
 	define(OpCredentialVaultDelete, ModeCommand, AvailabilityReady, cfgM)
+	return true
 }
 
 // registerCodec attaches the input and output codecs of an operation. Shape

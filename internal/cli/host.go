@@ -1,0 +1,301 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/maka-agent/maka/client"
+	"github.com/maka-agent/maka/internal/control"
+	"github.com/maka-agent/maka/internal/host"
+	"github.com/maka-agent/maka/internal/storageroot"
+	"github.com/maka-agent/maka/protocol"
+)
+
+func newHostCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "host",
+		Short: "Run, inspect or stop the runtime host of a storage root",
+		Long: `The runtime host owns every session of one storage root. Clients start
+it on demand; these commands run it in the foreground, show its state, or
+stop it.
+
+The storage root is --root, else $MAKA_ROOT, else
+${XDG_CONFIG_HOME:-~/.config}/Maka/workspaces/default.`,
+	}
+	cmd.AddCommand(newHostServeCommand(), newHostStatusCommand(), newHostStopCommand())
+	return cmd
+}
+
+func newHostServeCommand() *cobra.Command {
+	var rootPath, expectedRootID, logLevel string
+	var idleGrace time.Duration
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the runtime host in the foreground",
+		Long: `Run the runtime host of a storage root in the foreground. It listens on a
+private Unix socket, publishes its registration for clients, and drains
+gracefully on SIGINT or SIGTERM (exit 0). A second host for the same root
+exits with code 2 without touching anything.`,
+		Example: `  maka host serve
+  maka host serve --root ~/work/agents --idle-grace 0   # never exit when idle`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			root, err := rootFlag(rootPath)
+			if err != nil {
+				return exitf(2, "%v", err)
+			}
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return exitf(2, "invalid --log-level %q (use debug, info, warn or error)", logLevel)
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			return serve(cmd.Context(), root, expectedRootID, idleGrace, log)
+		},
+	}
+	cmd.Flags().StringVar(&rootPath, "root", "", "storage root directory")
+	cmd.Flags().DurationVar(&idleGrace, "idle-grace", host.DefaultIdleGrace, "exit after this long with no client, operation or running work (0: never)")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	cmd.Flags().StringVar(&expectedRootID, "expected-root-id", "", "refuse to start unless the root has this id (used when clients start the host)")
+	_ = cmd.Flags().MarkHidden("expected-root-id")
+	return cmd
+}
+
+func serve(ctx context.Context, root, expectedRootID string, idleGrace time.Duration, log *slog.Logger) error {
+	if idleGrace < 0 || idleGrace > host.MaxTimerDuration {
+		return exitf(2, "--idle-grace must be between 0 and %v", host.MaxTimerDuration)
+	}
+	var capability *storageroot.Capability
+	var err error
+	if expectedRootID != "" {
+		capability, err = storageroot.ResolveExisting(root, storageroot.KindInteractive, expectedRootID)
+	} else {
+		capability, err = storageroot.Resolve(root, storageroot.KindInteractive)
+	}
+	if err != nil {
+		return exitf(1, "cannot open storage root %s: %v", root, err)
+	}
+	owner, err := storageroot.TryAcquireOwner(capability)
+	if err != nil {
+		return exitf(1, "cannot lock storage root %s: %v", capability.Path(), err)
+	}
+	if owner == nil {
+		msg := "a runtime host already owns " + capability.Path()
+		if dir, err := storageroot.PrepareControlDirectory(capability); err == nil {
+			if reg, found, err := control.ReadRegistration(dir); err == nil && found {
+				msg += fmt.Sprintf(" (pid %d); see 'maka host status --root %s'", reg.PID, capability.Path())
+			}
+		}
+		return exitf(2, "%s", msg)
+	}
+	opts := host.Options{Owner: owner, Logger: log}
+	if idleGrace == 0 {
+		opts.DisableIdleExit = true
+	} else {
+		opts.IdleGrace = idleGrace
+	}
+	sigCtx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	k, err := host.Start(sigCtx, opts)
+	if err != nil && !errors.Is(err, host.ErrClosed) {
+		return exitf(1, "runtime host failed to start: %v", err)
+	}
+	if k != nil {
+		select {
+		case <-sigCtx.Done():
+			log.Info("signal received; draining")
+			k.RequestDrain()
+		case <-k.Done():
+		}
+		err = k.Err()
+	}
+	if errors.Is(err, host.ErrProcessTerminationRequired) {
+		return exitf(1, "runtime host did not shut down within its grace period")
+	}
+	if err != nil && !errors.Is(err, host.ErrClosed) {
+		return exitf(1, "runtime host shut down with errors: %v", err)
+	}
+	log.Info("runtime host stopped")
+	return nil
+}
+
+// hostView is what status prints.
+type hostView struct {
+	Root         string               `json:"root"`
+	Running      bool                 `json:"running"`
+	Reason       string               `json:"reason,omitempty"`
+	Registration *client.Registration `json:"registration,omitempty"`
+	Status       *protocol.HostStatus `json:"status,omitempty"`
+}
+
+func newHostStatusCommand() *cobra.Command {
+	var rootPath string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show whether a runtime host runs for a storage root",
+		Long:  "Show the runtime host of a storage root: its state, pid, socket and counters.\nExit status 0 when a host answered, 1 otherwise.",
+		Example: `  maka host status
+  maka host status --root ~/work/agents --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			root, err := rootFlag(rootPath)
+			if err != nil {
+				return exitf(2, "%v", err)
+			}
+			view, conn := probe(cmd.Context(), root)
+			if conn != nil {
+				defer conn.Close()
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				_ = enc.Encode(view)
+			} else {
+				printView(out, view)
+			}
+			if !view.Running {
+				return &exitError{code: 1, err: errors.New("")}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&rootPath, "root", "", "storage root directory")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// probe connects to the host of root without creating anything.
+func probe(ctx context.Context, root string) (hostView, *client.Conn) {
+	view := hostView{Root: root}
+	res, err := client.ConnectExisting(ctx, client.Options{RootPath: root, Surface: protocol.SurfaceInspect})
+	if err != nil {
+		switch storageroot.CodeOf(err) {
+		case storageroot.CodeRootNotFound, storageroot.CodeRootUnmarked:
+			view.Reason = "not a storage root yet (a client creates it on first use)"
+		default:
+			view.Reason = err.Error()
+		}
+		return view, nil
+	}
+	view.Registration = res.Registration
+	switch res.Kind {
+	case client.Connected:
+		st, err := res.Conn.Status(ctx)
+		if err != nil {
+			view.Reason = "host did not answer host.status: " + err.Error()
+			return view, res.Conn
+		}
+		view.Running, view.Status = true, &st
+		return view, res.Conn
+	case client.Draining:
+		view.Reason = "host is draining"
+	case client.Incompatible:
+		view.Reason = "host speaks an incompatible protocol"
+	default:
+		switch res.Reason {
+		case client.NotRegistered:
+			view.Reason = "no runtime host is running"
+		case client.ConnectFailed:
+			view.Reason = "no runtime host is running (stale registration)"
+		default:
+			view.Reason = string(res.Reason)
+		}
+	}
+	return view, nil
+}
+
+func printView(out interface{ Write([]byte) (int, error) }, v hostView) {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	defer w.Flush()
+	fmt.Fprintf(w, "root\t%s\n", v.Root)
+	if !v.Running {
+		fmt.Fprintf(w, "host\tnot running: %s\n", v.Reason)
+		return
+	}
+	fmt.Fprintf(w, "host\trunning (%s)\n", v.Status.State)
+	fmt.Fprintf(w, "pid\t%d\n", v.Registration.PID)
+	fmt.Fprintf(w, "epoch\t%s\n", v.Status.HostEpoch)
+	fmt.Fprintf(w, "socket\t%s\n", v.Registration.Endpoint)
+	fmt.Fprintf(w, "started\t%s\n", v.Registration.CreatedAt)
+	fmt.Fprintf(w, "clients\t%d\n", v.Status.Connections)
+	fmt.Fprintf(w, "operations\t%d\n", v.Status.ActiveOperations)
+	fmt.Fprintf(w, "residencies\t%d\n", v.Status.ActiveResidencies)
+}
+
+func newHostStopCommand() *cobra.Command {
+	var rootPath string
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "stop",
+		Short: "Ask the runtime host of a storage root to drain and exit",
+		Long: `Send SIGTERM to the registered host after checking, through the socket's
+peer credentials, that the registered pid is the process serving it. The
+host finishes running commands and exits; stop waits for that.`,
+		Example: `  maka host stop
+  maka host stop --root ~/work/agents --wait 30s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			root, err := rootFlag(rootPath)
+			if err != nil {
+				return exitf(2, "%v", err)
+			}
+			view, conn := probe(cmd.Context(), root)
+			if conn == nil || !view.Running {
+				return exitf(1, "nothing to stop for %s: %s", root, view.Reason)
+			}
+			pid, err := conn.PeerPID()
+			conn.Close()
+			if err != nil {
+				return exitf(1, "cannot verify the host process: %v", err)
+			}
+			if pid != int(view.Registration.PID) {
+				return exitf(1, "registered pid %d is not the process serving the socket (pid %d); not signalling", view.Registration.PID, pid)
+			}
+			if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+				return exitf(1, "cannot signal pid %d: %v", pid, err)
+			}
+			deadline := time.Now().Add(wait)
+			for time.Now().Before(deadline) {
+				if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+					fmt.Fprintf(cmd.OutOrStdout(), "stopped runtime host (pid %d)\n", pid)
+					return nil
+				}
+				if isZombieOrGone(pid) {
+					fmt.Fprintf(cmd.OutOrStdout(), "stopped runtime host (pid %d)\n", pid)
+					return nil
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			return exitf(1, "runtime host (pid %d) is still running after %v", pid, wait)
+		},
+	}
+	cmd.Flags().StringVar(&rootPath, "root", "", "storage root directory")
+	cmd.Flags().DurationVar(&wait, "wait", 15*time.Second, "how long to wait for the host to exit")
+	return cmd
+}
+
+// isZombieOrGone reports whether pid has exited (a zombie waiting for its
+// parent counts as exited).
+func isZombieOrGone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] == 'Z'
+	}
+	return false
+}

@@ -1,0 +1,115 @@
+// Package host is the Runtime Host kernel: it owns the listening socket,
+// handshakes, operation admission and counters, residencies, idle exit and
+// the drain/close order, and runs one Session per accepted connection.
+package host
+
+import (
+	"context"
+
+	"github.com/maka-agent/maka/protocol"
+)
+
+// Handler serves one operation. It must not retain call after returning,
+// except through call.Conn for subscription frames. A handler keeps running
+// to completion even if its connection goes away; only the response is lost.
+type Handler func(ctx context.Context, call *Call) Outcome
+
+// Handlers maps operation keys to handlers.
+type Handlers map[protocol.Operation]Handler
+
+// Call is one admitted request.
+type Call struct {
+	RequestID string
+	Operation *protocol.OperationSpec
+	Input     any
+	Conn      *ConnInfo
+	lease     OperationLease
+}
+
+// AcquireResidency keeps the host alive until the returned residency is
+// released, independent of this call's connection.
+func (c *Call) AcquireResidency() Residency { return c.lease.AcquireResidency() }
+
+// Outcome is a handler's answer.
+type Outcome struct {
+	Result any
+	Err    *protocol.OpError
+	// AfterQueued, if set, runs once: with nil right after the response has
+	// been queued on the connection (so anything the connection sends later
+	// follows it), or with the error that prevented that.
+	AfterQueued func(err error)
+}
+
+// OK returns a successful outcome.
+func OK(result any) Outcome { return Outcome{Result: result} }
+
+// Fail returns a failed outcome.
+func Fail(code protocol.ErrorCode, message string) Outcome {
+	return Outcome{Err: protocol.NewOpError(code, message)}
+}
+
+// Residency is a countable lease on the host's life. Release is idempotent.
+type Residency interface {
+	Release()
+}
+
+// OperationLease is the kernel's admission of one operation.
+type OperationLease interface {
+	AcquireResidency() Residency
+	// Seal marks the handler as returned (a command no longer blocks shutdown).
+	Seal()
+	// Finish marks the response as written or lost.
+	Finish()
+}
+
+// ConnInfo identifies an accepted connection to handlers and lets
+// subscription owners send push frames on it.
+type ConnInfo struct {
+	HostEpoch    string
+	ConnectionID string
+	Surface      protocol.Surface
+	Principal    string
+
+	send func(frame []byte, onDone func(error)) error
+}
+
+// Send queues one encoded push frame on the connection's serial writer.
+// onDone is called once with nil after the frame is written, or with the
+// failure. It returns an error (and does not call onDone) if the connection
+// no longer accepts frames.
+func (c *ConnInfo) Send(frame []byte, onDone func(error)) error {
+	if c.send == nil {
+		return ErrWriterClosed
+	}
+	return c.send(frame, onDone)
+}
+
+// ConnectionObserver is told when a connection ends so that it can drop the
+// connection's subscriptions.
+type ConnectionObserver interface {
+	DetachConnection(connectionID string)
+}
+
+// UnavailableHandlers answers every domain operation (all but host.status)
+// with operation_unavailable.
+func UnavailableHandlers() Handlers {
+	h := Handlers{}
+	for _, spec := range protocol.Operations() {
+		if spec.Key == protocol.OpHostStatus {
+			continue
+		}
+		h[spec.Key] = unavailable
+	}
+	return h
+}
+
+func unavailable(context.Context, *Call) Outcome {
+	return Fail(protocol.ErrOperationUnavailable, protocol.MessageOperationUnavailabe)
+}
+
+// NewConnInfo returns a copy of info whose Send uses send; a Session builds
+// its own, this is for owners driven without a socket (tests, benchmarks).
+func NewConnInfo(info ConnInfo, send func(frame []byte, onDone func(error)) error) *ConnInfo {
+	info.send = send
+	return &info
+}

@@ -1,0 +1,951 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/maka-agent/maka/internal/control"
+	"github.com/maka-agent/maka/internal/storageroot"
+	"github.com/maka-agent/maka/internal/transport"
+	"github.com/maka-agent/maka/protocol"
+)
+
+// Kernel timing defaults (host-client-storage.md §D.1).
+const (
+	DefaultIdleGrace        = 30 * time.Second
+	DefaultHandshakeTimeout = 5 * time.Second
+	DefaultShutdownGrace    = 10 * time.Second
+	ShutdownHandshakeGrace  = time.Second
+	ShutdownOperationGrace  = time.Second
+	MaxTimerDuration        = 120 * time.Second
+)
+
+// ErrProcessTerminationRequired is the close error when shutdown did not
+// finish within ShutdownGrace: the process must exit (code 1) and let the
+// operating system release the owner lock.
+var ErrProcessTerminationRequired = errors.New("process_termination_required: shutdown exceeded its grace period")
+
+// ErrClosed is returned by Start when the host was closed during startup.
+var ErrClosed = errors.New("runtime host closed")
+
+// Composition is the domain behind the kernel: its operation handlers, the
+// subscription owner, and the hooks of the kernel lifecycle.
+type Composition interface {
+	Handlers() Handlers
+	// Continuity returns the subscription owner, or nil.
+	Continuity() ConnectionObserver
+	// Recover runs before the host becomes ready.
+	Recover(ctx context.Context) error
+	// BeginDrain is called once when shutdown is requested.
+	BeginDrain()
+	// Close releases the composition during shutdown.
+	Close(ctx context.Context) error
+}
+
+// CompositionFactory builds the composition once the host is listening.
+type CompositionFactory func(ctx context.Context, k *Kernel) (Composition, error)
+
+// Options configure a Kernel.
+type Options struct {
+	Owner *storageroot.Owner
+	// IdleGrace is how long a truly idle ready host waits before it exits;
+	// 0 means DefaultIdleGrace. DisableIdleExit turns idle exit off.
+	IdleGrace        time.Duration
+	DisableIdleExit  bool
+	HandshakeTimeout time.Duration // 0 means DefaultHandshakeTimeout
+	ShutdownGrace    time.Duration // 0 means DefaultShutdownGrace
+	// CompositionFactory is optional; without it every domain operation
+	// answers operation_unavailable.
+	CompositionFactory CompositionFactory
+	Logger             *slog.Logger
+}
+
+// Kernel is a running Runtime Host.
+type Kernel struct {
+	opts      Options
+	log       *slog.Logger
+	owner     *storageroot.Owner
+	epoch     string
+	createdAt string
+	endpoint  *control.Endpoint
+	listener  *net.UnixListener
+	baseCtx   context.Context
+	cancel    context.CancelFunc
+
+	handlers atomic.Pointer[Handlers]
+	comp     atomic.Pointer[compositionBox]
+
+	// draining is read lock-free on every admission.
+	draining atomic.Bool
+
+	pubMu sync.Mutex
+
+	mu                sync.Mutex
+	state             protocol.HostState
+	shutdownRequested bool
+	committed         bool
+	compDrainBegun    bool
+	accepted          map[*Session]struct{}
+	handshaking       map[*transport.Conn]struct{}
+	activeOps         int64
+	activeCommands    int64
+	residencies       int64
+	retained          bool
+	idleTimer         *time.Timer
+	deadlineTimer     *time.Timer
+	deadlineFired     bool
+	changed           chan struct{} // closed and replaced on every counter change
+	startupDone       chan struct{}
+
+	acceptDone chan struct{}
+	conns      sync.WaitGroup
+
+	closed   chan struct{}
+	closeErr error
+}
+
+type compositionBox struct{ c Composition }
+
+func durationOrDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// Start acquires the endpoint, publishes the registration and brings the
+// host to ready. It returns once the host is ready, or with the startup
+// error after the host has shut down again (releasing the owner).
+func Start(ctx context.Context, opts Options) (*Kernel, error) {
+	if opts.Owner == nil {
+		return nil, errors.New("runtime host: owner is required")
+	}
+	opts.IdleGrace = durationOrDefault(opts.IdleGrace, DefaultIdleGrace)
+	opts.HandshakeTimeout = durationOrDefault(opts.HandshakeTimeout, DefaultHandshakeTimeout)
+	opts.ShutdownGrace = durationOrDefault(opts.ShutdownGrace, DefaultShutdownGrace)
+	for _, d := range []time.Duration{opts.IdleGrace, opts.HandshakeTimeout, opts.ShutdownGrace} {
+		if d < 0 || d > MaxTimerDuration {
+			_ = opts.Owner.Close()
+			return nil, fmt.Errorf("runtime host: duration %v outside [0, %v]", d, MaxTimerDuration)
+		}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	k := &Kernel{
+		opts:        opts,
+		owner:       opts.Owner,
+		epoch:       uuid.NewString(),
+		createdAt:   time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
+		state:       protocol.StateStarting,
+		accepted:    make(map[*Session]struct{}),
+		handshaking: make(map[*transport.Conn]struct{}),
+		changed:     make(chan struct{}),
+		startupDone: make(chan struct{}),
+		acceptDone:  make(chan struct{}),
+		closed:      make(chan struct{}),
+	}
+	k.log = log.With("hostEpoch", k.epoch)
+	k.baseCtx, k.cancel = context.WithCancel(context.Background())
+	bare := Handlers{protocol.OpHostStatus: k.statusHandler}
+	k.handlers.Store(&bare)
+
+	if err := k.owner.Assert(); err != nil {
+		k.abortStartup()
+		return nil, err
+	}
+	ep, err := control.PrepareEndpoint(k.owner.Capability().RootID())
+	if err != nil {
+		k.abortStartup()
+		return nil, err
+	}
+	k.endpoint = ep
+	ln, err := ep.Listen()
+	if err != nil {
+		k.abortStartup()
+		return nil, err
+	}
+	k.listener = ln
+	if err := k.publish(); err != nil {
+		k.abortStartup()
+		return nil, err
+	}
+	go k.acceptLoop()
+	k.log.Info("runtime host listening", "endpoint", ep.Path(), "pid", os.Getpid())
+
+	if err := k.compose(ctx); err != nil {
+		k.RequestDrain()
+		<-k.closed
+		if k.closeErr != nil {
+			return nil, k.closeErr
+		}
+		return nil, err
+	}
+
+	k.mu.Lock()
+	if k.shutdownRequested {
+		k.mu.Unlock()
+		k.maybeCommit()
+		return k, ErrClosed
+	}
+	k.mu.Unlock()
+	if err := k.setState(protocol.StateReady); err != nil {
+		k.RequestDrain()
+		<-k.closed
+		return nil, err
+	}
+	k.log.Info("runtime host ready")
+	return k, nil
+}
+
+// compose builds the composition and runs its recovery, unless the host is
+// closed first.
+func (k *Kernel) compose(ctx context.Context) error {
+	if k.opts.CompositionFactory == nil {
+		all := UnavailableHandlers()
+		all[protocol.OpHostStatus] = k.statusHandler
+		k.handlers.Store(&all)
+		close(k.startupDone)
+		return nil
+	}
+	if err := k.setState(protocol.StateRecovering); err != nil {
+		close(k.startupDone)
+		return err
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer close(k.startupDone)
+		c, err := k.opts.CompositionFactory(k.baseCtx, k)
+		if err == nil {
+			k.comp.Store(&compositionBox{c: c})
+			k.mu.Lock()
+			drain := k.shutdownRequested && !k.compDrainBegun
+			if drain {
+				k.compDrainBegun = true
+			}
+			k.mu.Unlock()
+			if drain {
+				c.BeginDrain()
+			}
+			err = c.Recover(k.baseCtx)
+			if err == nil {
+				h := UnavailableHandlers()
+				for op, fn := range c.Handlers() {
+					h[op] = fn
+				}
+				h[protocol.OpHostStatus] = k.statusHandler
+				k.handlers.Store(&h)
+			}
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-k.closed:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (k *Kernel) composition() Composition {
+	if b := k.comp.Load(); b != nil {
+		return b.c
+	}
+	return nil
+}
+
+// HostEpoch returns this process's host epoch.
+func (k *Kernel) HostEpoch() string { return k.epoch }
+
+// Endpoint returns the socket path.
+func (k *Kernel) Endpoint() string { return k.endpoint.Path() }
+
+// ControlDirectory returns the per-root control directory.
+func (k *Kernel) ControlDirectory() string { return k.owner.ControlDirectory() }
+
+// State returns the lifecycle state.
+func (k *Kernel) State() protocol.HostState {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.state
+}
+
+// Done is closed when the host has shut down.
+func (k *Kernel) Done() <-chan struct{} { return k.closed }
+
+// Err returns the shutdown result once Done is closed: nil for a clean
+// shutdown, ErrProcessTerminationRequired, or the joined close errors.
+func (k *Kernel) Err() error {
+	<-k.closed
+	return k.closeErr
+}
+
+// Close requests a graceful drain and waits for the shutdown to finish or
+// ctx to end.
+func (k *Kernel) Close(ctx context.Context) error {
+	k.RequestDrain()
+	select {
+	case <-k.closed:
+		return k.closeErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Status returns the host.status result as seen now.
+func (k *Kernel) Status() protocol.HostStatus {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return protocol.HostStatus{
+		HostEpoch:         k.epoch,
+		State:             k.state,
+		Connections:       int64(len(k.accepted)),
+		ActiveOperations:  k.activeOps,
+		ActiveResidencies: k.residencies,
+	}
+}
+
+// publish rewrites registration.json with the current state. Publications
+// are serialised so the file never goes back from draining.
+func (k *Kernel) publish() error {
+	k.pubMu.Lock()
+	defer k.pubMu.Unlock()
+	k.mu.Lock()
+	state := k.state
+	k.mu.Unlock()
+	return control.WriteRegistration(k.owner.ControlDirectory(), control.Registration{
+		Kind:          control.RegistrationKind,
+		SchemaVersion: protocol.RegistrationSchemaVersion,
+		RootID:        k.owner.Capability().RootID(),
+		HostEpoch:     k.epoch,
+		Endpoint:      k.endpoint.Path(),
+		ProtocolMin:   protocol.HostProtocol.Min,
+		ProtocolMax:   protocol.HostProtocol.Max,
+		State:         state,
+		PID:           int64(os.Getpid()),
+		CreatedAt:     k.createdAt,
+	})
+}
+
+func (k *Kernel) setState(state protocol.HostState) error {
+	k.mu.Lock()
+	if k.committed {
+		k.mu.Unlock()
+		return ErrClosed
+	}
+	k.state = state
+	k.mu.Unlock()
+	if err := k.publish(); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	k.evaluateIdleLocked()
+	k.mu.Unlock()
+	return nil
+}
+
+// notifyLocked wakes everything waiting for a counter change.
+func (k *Kernel) notifyLocked() {
+	close(k.changed)
+	k.changed = make(chan struct{})
+}
+
+// waitFor waits until cond (evaluated under mu) holds, the deadline passes
+// or the shutdown deadline fires. It reports whether cond held.
+func (k *Kernel) waitFor(cond func() bool, deadline <-chan time.Time) bool {
+	for {
+		k.mu.Lock()
+		if cond() {
+			k.mu.Unlock()
+			return true
+		}
+		if k.deadlineFired {
+			k.mu.Unlock()
+			return false
+		}
+		ch := k.changed
+		k.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+// ---- connections ----
+
+func (k *Kernel) acceptLoop() {
+	defer close(k.acceptDone)
+	var backoff time.Duration
+	for {
+		nc, err := k.listener.AcceptUnix()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Temporary failures (EMFILE, ...): back off, capped.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			k.log.Warn("accept failed", "err", err, "retry", backoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-k.closed:
+				t.Stop()
+				return
+			}
+			continue
+		}
+		backoff = 0
+		t := transport.New(nc)
+		k.mu.Lock()
+		if k.committed {
+			k.mu.Unlock()
+			_ = t.Close()
+			continue
+		}
+		k.handshaking[t] = struct{}{}
+		k.conns.Add(1)
+		k.mu.Unlock()
+		go k.serveConn(t)
+	}
+}
+
+func (k *Kernel) serveConn(t *transport.Conn) {
+	defer k.conns.Done()
+	defer func() {
+		if r := recover(); r != nil {
+			k.log.Error("connection panicked", "panic", r)
+			_ = t.Close()
+		}
+	}()
+	s := k.handshake(t)
+	k.mu.Lock()
+	delete(k.handshaking, t)
+	k.notifyLocked()
+	k.mu.Unlock()
+	if s == nil {
+		return
+	}
+	_ = s.Run()
+}
+
+// handshake reads the hello and answers it. It returns the accepted
+// session, or nil after answering or dropping the socket.
+func (k *Kernel) handshake(t *transport.Conn) *Session {
+	v, err := t.ReadFrame(k.opts.HandshakeTimeout)
+	if err != nil {
+		_ = t.Close()
+		return nil
+	}
+	f, err := protocol.DecodeClientFrame(v)
+	hello, ok := f.(*protocol.Hello)
+	if err != nil || !ok {
+		_ = t.Close()
+		return nil
+	}
+	if k.draining.Load() || k.ownerLost() {
+		k.replyAndEnd(t, protocol.Draining{Kind: protocol.KindDraining, HostEpoch: k.epoch})
+		return nil
+	}
+	selected, compatible := protocol.Negotiate(protocol.ProtocolRange{Min: hello.ProtocolMin, Max: hello.ProtocolMax}, protocol.HostProtocol)
+
+	k.mu.Lock()
+	if k.shutdownRequested {
+		k.mu.Unlock()
+		k.replyAndEnd(t, protocol.Draining{Kind: protocol.KindDraining, HostEpoch: k.epoch})
+		return nil
+	}
+	if !compatible {
+		replacement := protocol.ReplacementBlockedByResidency
+		if k.trulyIdleLocked() {
+			replacement = protocol.ReplacementWaitForIdleExit
+		}
+		reply := protocol.Incompatible{
+			Kind: protocol.KindIncompatible, HostEpoch: k.epoch,
+			ProtocolMin: protocol.HostProtocol.Min, ProtocolMax: protocol.HostProtocol.Max,
+			State: k.state, Replacement: replacement,
+		}
+		k.mu.Unlock()
+		k.replyAndEnd(t, reply)
+		return nil
+	}
+	connID := uuid.NewString()
+	var s *Session
+	s = NewSession(SessionConfig{
+		Transport: t,
+		Conn: ConnInfo{
+			HostEpoch:    k.epoch,
+			ConnectionID: connID,
+			Surface:      hello.Surface,
+			Principal:    "local_os_user",
+		},
+		Context:           k.baseCtx,
+		ResolveHandlers:   k.resolveHandlers,
+		ResolveContinuity: k.resolveContinuity,
+		BeginOperation:    k.beginOperation,
+		OnTeardown:        func(error) { k.releaseConnection(s) },
+		Logger:            k.log,
+	})
+	k.accepted[s] = struct{}{}
+	k.cancelIdleLocked()
+	reply := protocol.Accepted{
+		Kind: protocol.KindAccepted, HostEpoch: k.epoch, ConnectionID: connID,
+		SelectedProtocol: selected, State: k.state,
+	}
+	k.notifyLocked()
+	k.mu.Unlock()
+	if err := t.WriteValue(reply); err != nil {
+		_ = t.Close()
+		k.releaseConnection(s)
+		return nil
+	}
+	return s
+}
+
+// replyAndEnd writes a final handshake reply, then ends the socket.
+func (k *Kernel) replyAndEnd(t *transport.Conn, reply any) {
+	_ = t.WriteValue(reply)
+	_ = t.CloseWrite()
+	_ = t.Close()
+}
+
+func (k *Kernel) releaseConnection(s *Session) {
+	k.mu.Lock()
+	if _, ok := k.accepted[s]; ok {
+		delete(k.accepted, s)
+		k.notifyLocked()
+		k.evaluateIdleLocked()
+	}
+	k.mu.Unlock()
+}
+
+func (k *Kernel) resolveHandlers() Handlers { return *k.handlers.Load() }
+
+func (k *Kernel) resolveContinuity() ConnectionObserver {
+	if c := k.composition(); c != nil {
+		return c.Continuity()
+	}
+	return nil
+}
+
+// ---- operations ----
+
+var (
+	errDraining = protocol.NewOpError(protocol.ErrHostDraining, protocol.MessageHostDraining)
+	errNotReady = protocol.NewOpError(protocol.ErrHostNotReady, protocol.MessageHostNotReady)
+)
+
+// ownerLost re-validates root ownership; on failure it commits shutdown.
+func (k *Kernel) ownerLost() bool {
+	if err := k.owner.Assert(); err != nil {
+		k.log.Error("root ownership lost", "err", err)
+		k.commitNow()
+		return true
+	}
+	return false
+}
+
+func (k *Kernel) beginOperation(_ context.Context, spec *protocol.OperationSpec) (OperationLease, *protocol.OpError) {
+	if k.draining.Load() || k.ownerLost() {
+		return nil, errDraining
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.shutdownRequested {
+		return nil, errDraining
+	}
+	if spec.Availability != protocol.AvailabilityBootstrap && k.state != protocol.StateReady {
+		return nil, errNotReady
+	}
+	k.activeOps++
+	command := spec.Mode == protocol.ModeCommand
+	if command {
+		k.activeCommands++
+	}
+	k.cancelIdleLocked()
+	k.notifyLocked()
+	return &opLease{k: k, command: command}, nil
+}
+
+type opLease struct {
+	k        *Kernel
+	command  bool
+	sealed   atomic.Bool
+	finished atomic.Bool
+}
+
+func (l *opLease) AcquireResidency() Residency { return l.k.AcquireResidency() }
+
+func (l *opLease) Seal() {
+	if !l.sealed.CompareAndSwap(false, true) || !l.command {
+		return
+	}
+	l.k.mu.Lock()
+	l.k.activeCommands--
+	l.k.notifyLocked()
+	l.k.mu.Unlock()
+	l.k.maybeCommit()
+}
+
+func (l *opLease) Finish() {
+	if !l.finished.CompareAndSwap(false, true) {
+		return
+	}
+	l.Seal()
+	l.k.mu.Lock()
+	l.k.activeOps--
+	l.k.notifyLocked()
+	l.k.evaluateIdleLocked()
+	l.k.mu.Unlock()
+}
+
+// statusHandler serves host.status from the kernel's own counters.
+func (k *Kernel) statusHandler(context.Context, *Call) Outcome { return OK(k.Status()) }
+
+// ---- residency ----
+
+type residency struct {
+	k    *Kernel
+	once sync.Once
+}
+
+func (r *residency) Release() {
+	r.once.Do(func() {
+		r.k.mu.Lock()
+		r.k.residencies--
+		r.k.notifyLocked()
+		r.k.evaluateIdleLocked()
+		r.k.mu.Unlock()
+	})
+}
+
+// AcquireResidency keeps the host from idling out and makes shutdown wait
+// until the residency is released.
+func (k *Kernel) AcquireResidency() Residency {
+	k.mu.Lock()
+	k.residencies++
+	k.cancelIdleLocked()
+	k.notifyLocked()
+	k.mu.Unlock()
+	return &residency{k: k}
+}
+
+// RetainUntilProcessExit pins one residency forever: shutdown can then only
+// end with ErrProcessTerminationRequired.
+func (k *Kernel) RetainUntilProcessExit() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.retained {
+		k.retained = true
+		k.residencies++
+		k.cancelIdleLocked()
+		k.notifyLocked()
+	}
+}
+
+// ---- idle ----
+
+func (k *Kernel) trulyIdleLocked() bool {
+	return k.state == protocol.StateReady && len(k.accepted) == 0 && k.activeOps == 0 && k.residencies == 0
+}
+
+func (k *Kernel) cancelIdleLocked() {
+	if k.idleTimer != nil {
+		k.idleTimer.Stop()
+		k.idleTimer = nil
+	}
+}
+
+func (k *Kernel) evaluateIdleLocked() {
+	if k.opts.DisableIdleExit || k.shutdownRequested || !k.trulyIdleLocked() {
+		k.cancelIdleLocked()
+		return
+	}
+	if k.idleTimer != nil {
+		return
+	}
+	var t *time.Timer
+	t = time.AfterFunc(k.opts.IdleGrace, func() {
+		k.mu.Lock()
+		fire := k.idleTimer == t && k.trulyIdleLocked() && !k.shutdownRequested
+		k.idleTimer = nil
+		k.mu.Unlock()
+		if fire {
+			k.log.Info("idle grace elapsed; shutting down", "idleGrace", k.opts.IdleGrace)
+			k.RequestDrain()
+		}
+	})
+	k.idleTimer = t
+}
+
+// ---- drain and shutdown ----
+
+// RequestDrain begins a graceful shutdown: new handshakes get draining and
+// new requests host_draining; the shutdown commits once no command-mode
+// operation is unsealed.
+func (k *Kernel) RequestDrain() {
+	k.mu.Lock()
+	first := !k.shutdownRequested
+	k.requestDrainLocked()
+	c := k.composition()
+	begin := first && c != nil && !k.compDrainBegun
+	if begin {
+		k.compDrainBegun = true
+	}
+	k.mu.Unlock()
+	if begin {
+		c.BeginDrain()
+	}
+	k.maybeCommit()
+}
+
+func (k *Kernel) requestDrainLocked() {
+	if k.shutdownRequested {
+		return
+	}
+	k.shutdownRequested = true
+	k.draining.Store(true)
+	k.cancelIdleLocked()
+	k.deadlineTimer = time.AfterFunc(k.opts.ShutdownGrace, k.deadlineExpired)
+	k.notifyLocked()
+}
+
+func (k *Kernel) deadlineExpired() {
+	k.mu.Lock()
+	if k.deadlineFired || k.isClosedLocked() {
+		k.mu.Unlock()
+		return
+	}
+	k.deadlineFired = true
+	k.closeErr = ErrProcessTerminationRequired
+	k.notifyLocked()
+	k.mu.Unlock()
+	k.log.Error("shutdown exceeded its grace period", "shutdownGrace", k.opts.ShutdownGrace)
+	k.cancel()
+	close(k.closed)
+}
+
+func (k *Kernel) isClosedLocked() bool {
+	select {
+	case <-k.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// maybeCommit commits the shutdown once requested and no command is unsealed.
+func (k *Kernel) maybeCommit() {
+	k.mu.Lock()
+	ok := k.shutdownRequested && !k.committed && k.activeCommands == 0
+	k.mu.Unlock()
+	if ok {
+		k.commitNow()
+	}
+}
+
+// commitNow commits the shutdown at once (also used on owner loss).
+func (k *Kernel) commitNow() {
+	k.mu.Lock()
+	if k.committed {
+		k.mu.Unlock()
+		return
+	}
+	k.requestDrainLocked()
+	k.committed = true
+	k.state = protocol.StateDraining
+	c := k.composition()
+	begin := c != nil && !k.compDrainBegun
+	if begin {
+		k.compDrainBegun = true
+	}
+	k.notifyLocked()
+	k.mu.Unlock()
+	if begin {
+		c.BeginDrain()
+	}
+	go k.closeSequence()
+}
+
+// closeSequence releases resources in the order of host-client-storage.md
+// §D.8.2. Each step runs even if an earlier one failed; the sequence stops
+// at the next checkpoint once the shutdown deadline has fired, leaving the
+// lock to the operating system.
+func (k *Kernel) closeSequence() {
+	var errs []error
+	aborted := func() bool {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		return k.deadlineFired
+	}
+	step := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// 1. registration says draining
+	if k.endpoint != nil {
+		step(k.publish())
+	}
+	// 2. stop accepting
+	if k.listener != nil {
+		step(ignoreClosed(k.listener.Close()))
+	}
+	if aborted() {
+		return
+	}
+	// 3. snapshot sockets; wait (bounded) for operations and handshakes
+	k.mu.Lock()
+	accepted := make([]*Session, 0, len(k.accepted))
+	for s := range k.accepted {
+		accepted = append(accepted, s)
+	}
+	handshaking := make([]*transport.Conn, 0, len(k.handshaking))
+	for t := range k.handshaking {
+		handshaking = append(handshaking, t)
+	}
+	k.mu.Unlock()
+	var opsDrained, handshakesDrained bool
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		opsDrained = k.waitFor(func() bool { return k.activeOps == 0 }, time.After(ShutdownOperationGrace))
+	}()
+	go func() {
+		defer wg.Done()
+		handshakesDrained = k.waitFor(func() bool { return len(k.handshaking) == 0 }, time.After(ShutdownHandshakeGrace))
+	}()
+	wg.Wait()
+	_ = handshakesDrained
+	if aborted() {
+		return
+	}
+	// 4. destroy what did not drain
+	if !opsDrained {
+		for _, s := range accepted {
+			s.teardown(errors.New("runtime host shutting down"))
+		}
+	}
+	for _, t := range handshaking {
+		_ = t.Close()
+	}
+	// 5. operations reach zero
+	if !k.waitFor(func() bool { return k.activeOps == 0 }, nil) {
+		return
+	}
+	// 6. composition startup settled
+	if !k.startupSettled() {
+		return
+	}
+	// 7. composition close
+	if c := k.composition(); c != nil {
+		step(c.Close(k.baseCtx))
+	}
+	if aborted() {
+		return
+	}
+	// 8. residencies reach zero
+	if !k.waitFor(func() bool { return k.residencies == 0 }, nil) {
+		return
+	}
+	// 9. destroy every accepted socket
+	k.mu.Lock()
+	for s := range k.accepted {
+		accepted = append(accepted, s)
+	}
+	k.mu.Unlock()
+	for _, s := range accepted {
+		s.teardown(errors.New("runtime host shut down"))
+	}
+	// 10. server closed: the accept loop and every connection goroutine exit
+	if k.listener != nil {
+		<-k.acceptDone
+	}
+	k.conns.Wait()
+	if aborted() {
+		return
+	}
+	// 11. endpoint cleanup
+	if k.endpoint != nil {
+		step(k.endpoint.Cleanup())
+	}
+	// 12. registration removed if still ours
+	step(control.RemoveRegistration(k.owner.ControlDirectory(), k.epoch))
+	// 13. release the owner lock
+	step(k.owner.Close())
+	k.finishClose(errors.Join(errs...))
+}
+
+func (k *Kernel) startupSettled() bool {
+	if k.opts.CompositionFactory == nil {
+		return true
+	}
+	for {
+		k.mu.Lock()
+		ch, fired := k.changed, k.deadlineFired
+		k.mu.Unlock()
+		if fired {
+			return false
+		}
+		select {
+		case <-k.startupDone:
+			return true
+		case <-ch:
+		}
+	}
+}
+
+func (k *Kernel) finishClose(err error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.deadlineTimer != nil {
+		k.deadlineTimer.Stop()
+	}
+	if k.isClosedLocked() {
+		return
+	}
+	k.closeErr = err
+	k.cancel()
+	close(k.closed)
+}
+
+// abortStartup releases everything when startup fails before the host is
+// reachable (§D.8.3).
+func (k *Kernel) abortStartup() {
+	k.mu.Lock()
+	k.committed = true
+	k.shutdownRequested = true
+	k.draining.Store(true)
+	k.state = protocol.StateDraining
+	k.mu.Unlock()
+	if k.listener != nil {
+		_ = k.listener.Close()
+	}
+	if k.endpoint != nil {
+		_ = k.endpoint.Cleanup()
+		_ = control.RemoveRegistration(k.owner.ControlDirectory(), k.epoch)
+	}
+	err := k.owner.Close()
+	k.finishClose(err)
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,323 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/maka-agent/maka/internal/transport"
+	"github.com/maka-agent/maka/protocol"
+)
+
+// MaxInFlight is the number of requests one connection may have in flight;
+// one more tears the connection down.
+const MaxInFlight = 64
+
+// Transport is what a Session needs from its connection.
+type Transport interface {
+	ReadFrame(timeout time.Duration) (protocol.Value, error)
+	Write(frames ...[]byte) error
+	CloseWrite() error
+	Close() error
+	Closed() <-chan struct{}
+}
+
+var _ Transport = (*transport.Conn)(nil)
+
+// SessionConfig configures a Session.
+type SessionConfig struct {
+	Transport Transport
+	Conn      ConnInfo
+	// Context is given to handlers; it outlives the connection (a handler
+	// that has started runs to completion).
+	Context context.Context
+	// ResolveHandlers returns the handler table for a request.
+	ResolveHandlers func() Handlers
+	// ResolveContinuity returns the subscription owner, or nil.
+	ResolveContinuity func() ConnectionObserver
+	// BeginOperation admits one operation or refuses it with an error
+	// (host_draining, host_not_ready).
+	BeginOperation func(ctx context.Context, op *protocol.OperationSpec) (OperationLease, *protocol.OpError)
+	// OnTeardown runs exactly once when the connection ends, cleanly or not.
+	OnTeardown func(err error)
+	Logger     *slog.Logger
+}
+
+// Session serves one accepted connection: it reads requests, dispatches them
+// concurrently, and sends responses and push frames through one bounded
+// serial writer.
+type Session struct {
+	cfg  SessionConfig
+	out  *OutboundWriter
+	conn *ConnInfo
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	inflight map[string]struct{}
+	ended    bool // torn down or finished: no more handlers start
+	ops      sync.WaitGroup
+
+	teardownOnce sync.Once
+	ending       atomic.Bool
+	fatal        chan struct{} // closed by a fatal teardown
+}
+
+// NewSession prepares a session; Run serves it.
+func NewSession(cfg SessionConfig) *Session {
+	if cfg.Context == nil {
+		cfg.Context = context.Background()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Session{
+		cfg:      cfg,
+		inflight: make(map[string]struct{}),
+		fatal:    make(chan struct{}),
+		log:      cfg.Logger.With("connection", cfg.Conn.ConnectionID),
+	}
+	s.out = NewOutboundWriter(cfg.Transport, func(err error) {
+		if !s.ending.Load() { // the session itself is closing the writer
+			s.teardown(fmt.Errorf("outbound: %w", err))
+		}
+	})
+	conn := cfg.Conn
+	conn.send = s.out.Enqueue
+	s.conn = &conn
+	return s
+}
+
+// Conn returns the connection identity handed to handlers.
+func (s *Session) Conn() *ConnInfo { return s.conn }
+
+// Run serves the connection until it ends and every dispatched operation has
+// settled. It returns the reason the connection ended (nil for a clean end).
+func (s *Session) Run() error {
+	var endErr error
+	for {
+		v, err := s.cfg.Transport.ReadFrame(0)
+		if err != nil {
+			if transport.IsCode(err, transport.CodeReadEOF) {
+				s.drainAfterEOF()
+			} else {
+				endErr = err
+				s.teardown(err)
+			}
+			break
+		}
+		if err := s.accept(v); err != nil {
+			endErr = err
+			s.teardown(err)
+			break
+		}
+	}
+	s.ops.Wait()
+	<-s.out.Done()
+	return endErr
+}
+
+// accept decodes one request and dispatches it; an error is fatal to the
+// connection.
+func (s *Session) accept(v protocol.Value) error {
+	f, err := protocol.DecodeClientFrame(v)
+	if err != nil {
+		return err
+	}
+	req, ok := f.(*protocol.Request)
+	if !ok {
+		return &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "hello after acceptance"}
+	}
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return errors.New("connection ended")
+	}
+	if _, dup := s.inflight[req.RequestID]; dup {
+		s.mu.Unlock()
+		return &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "duplicate in-flight requestId"}
+	}
+	if len(s.inflight) >= MaxInFlight {
+		s.mu.Unlock()
+		return &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "more than 64 requests in flight"}
+	}
+	s.inflight[req.RequestID] = struct{}{}
+	s.ops.Add(1)
+	s.mu.Unlock()
+	go s.dispatch(req)
+	return nil
+}
+
+func (s *Session) isEnded() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended
+}
+
+// dispatch admits, runs and answers one request.
+func (s *Session) dispatch(req *protocol.Request) {
+	defer s.ops.Done()
+	spec := req.Operation
+	lease, admitErr := s.cfg.BeginOperation(s.cfg.Context, spec)
+	if admitErr != nil {
+		s.respond(req, Outcome{Err: admitErr}, nil)
+		return
+	}
+	if s.isEnded() {
+		// The connection went away while admission was pending: never run.
+		lease.Finish()
+		s.forget(req.RequestID)
+		return
+	}
+	var h Handler
+	if hs := s.cfg.ResolveHandlers(); hs != nil {
+		h = hs[spec.Key]
+	}
+	if h == nil {
+		h = unavailable
+	}
+	out := s.invoke(h, &Call{RequestID: req.RequestID, Operation: spec, Input: req.Input, Conn: s.conn, lease: lease})
+	lease.Seal()
+	s.respond(req, out, lease)
+}
+
+func (s *Session) invoke(h Handler, call *Call) (out Outcome) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("operation handler panicked", "operation", call.Operation.Key, "panic", r)
+			out = Fail(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
+		}
+	}()
+	return h(s.cfg.Context, call)
+}
+
+func (s *Session) forget(requestID string) {
+	s.mu.Lock()
+	delete(s.inflight, requestID)
+	s.mu.Unlock()
+}
+
+// respond encodes, validates and queues the response. lease (may be nil) is
+// finished once the response is written or lost.
+func (s *Session) respond(req *protocol.Request, out Outcome, lease OperationLease) {
+	frame := s.encode(req, out)
+	s.forget(req.RequestID)
+	finish := func(error) {
+		if lease != nil {
+			lease.Finish()
+		}
+	}
+	err := s.out.Enqueue(frame, finish)
+	if err != nil {
+		finish(err)
+	}
+	if out.AfterQueued != nil {
+		out.AfterQueued(err)
+	}
+}
+
+// encode turns an outcome into a response frame. A result that fails the
+// operation's output codec, or an error code the operation does not declare,
+// becomes internal_failure.
+func (s *Session) encode(req *protocol.Request, out Outcome) []byte {
+	spec := req.Operation
+	if out.Err == nil {
+		res, err := protocol.Marshal(out.Result)
+		if err == nil {
+			err = validateOutput(spec, res)
+		}
+		if err == nil {
+			frame, ferr := protocol.AppendSuccess(nil, req.RequestID, spec.Key, res)
+			if ferr == nil {
+				return frame
+			}
+			err = ferr
+		}
+		s.log.Error("operation result rejected", "operation", spec.Key, "err", err)
+		out.Err = protocol.NewOpError(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
+	} else if !spec.Declares(out.Err.Code) || out.Err.Message == "" || protocol.UTF16Len(out.Err.Message) > 1024 {
+		s.log.Error("operation error rejected", "operation", spec.Key, "code", out.Err.Code)
+		out.Err = protocol.NewOpError(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
+	}
+	frame, _ := protocol.AppendFailure(nil, req.RequestID, spec.Key, out.Err)
+	return frame
+}
+
+func validateOutput(spec *protocol.OperationSpec, encoded []byte) error {
+	v, err := protocol.Parse(encoded)
+	if err != nil {
+		return err
+	}
+	_, err = spec.DecodeOutput(v)
+	return err
+}
+
+// drainAfterEOF handles a clean read EOF: stop reading, drop subscriptions,
+// let dispatched operations answer, flush, then end the socket. A fatal
+// transport failure meanwhile tears down at once.
+func (s *Session) drainAfterEOF() {
+	s.detachContinuity()
+	settled := make(chan struct{})
+	go func() {
+		s.ops.Wait()
+		close(settled)
+	}()
+	select {
+	case <-settled:
+	case <-s.fatal:
+		return
+	case <-s.cfg.Transport.Closed():
+		s.teardown(errors.New("transport closed during drain"))
+		return
+	}
+	s.out.Close()
+	select {
+	case <-s.out.Done():
+	case <-s.fatal:
+		return
+	case <-s.cfg.Transport.Closed():
+		s.teardown(errors.New("transport closed during drain"))
+		return
+	}
+	_ = s.cfg.Transport.CloseWrite()
+	s.finish(nil)
+}
+
+func (s *Session) detachContinuity() {
+	if s.cfg.ResolveContinuity == nil {
+		return
+	}
+	if c := s.cfg.ResolveContinuity(); c != nil {
+		c.DetachConnection(s.conn.ConnectionID)
+	}
+}
+
+// teardown ends the connection after a fatal error, exactly once.
+func (s *Session) teardown(err error) {
+	s.teardownOnce.Do(func() {
+		close(s.fatal)
+		s.log.Debug("connection torn down", "err", err)
+		s.end(err)
+	})
+}
+
+// finish ends the connection after a clean drain.
+func (s *Session) finish(err error) {
+	s.teardownOnce.Do(func() { s.end(err) })
+}
+
+func (s *Session) end(err error) {
+	s.ending.Store(true)
+	s.mu.Lock()
+	s.ended = true
+	s.mu.Unlock()
+	_ = s.cfg.Transport.Close()
+	s.out.Fail(ErrWriterClosed)
+	s.detachContinuity()
+	if s.cfg.OnTeardown != nil {
+		s.cfg.OnTeardown(err)
+	}
+}

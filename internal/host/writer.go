@@ -1,0 +1,219 @@
+package host
+
+import (
+	"errors"
+	"sync"
+)
+
+// Outbound queue bounds per connection (protocol.md §1.3).
+const (
+	OutboundMaxFrames = 64
+	OutboundMaxBytes  = 2 * 1024 * 1024
+)
+
+// FrameWriter writes already-encoded frames; *transport.Conn implements it.
+type FrameWriter interface {
+	Write(frames ...[]byte) error
+}
+
+// OutboundQueueError reports an overflow of the outbound queue.
+type OutboundQueueError struct {
+	Code string // "byte_limit" or "frame_limit"
+}
+
+func (e *OutboundQueueError) Error() string { return "outbound queue overflow: " + e.Code }
+
+// ErrWriterClosed is returned by Enqueue after Close or after a failure.
+var ErrWriterClosed = errors.New("writer is closed")
+
+type outFrame struct {
+	data   []byte
+	onDone func(error)
+}
+
+// OutboundWriter is a connection's single serial writer: frames are written
+// in FIFO order by one goroutine, coalesced into vectored writes. The queue
+// holds at most 64 frames and 2 MiB (counting frames until they are
+// written); overflowing either, or a write error, fails the writer exactly
+// once: every unwritten frame's callback gets the same error and onFailure
+// runs once.
+type OutboundWriter struct {
+	w         FrameWriter
+	onFailure func(error)
+
+	mu      sync.Mutex
+	queue   []outFrame
+	spare   []outFrame
+	frames  int // queued + being written
+	bytes   int
+	closing bool
+	err     error
+	wake    chan struct{}
+	done    chan struct{}
+}
+
+// NewOutboundWriter starts the writer loop. onFailure may be nil.
+func NewOutboundWriter(w FrameWriter, onFailure func(error)) *OutboundWriter {
+	ow := &OutboundWriter{
+		w:         w,
+		onFailure: onFailure,
+		wake:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
+	}
+	go ow.loop()
+	return ow
+}
+
+// Enqueue queues one encoded frame. onDone (may be nil) is called exactly
+// once, from the writer goroutine or from a failing call, with nil once the
+// frame is written or with the writer's terminal error.
+func (ow *OutboundWriter) Enqueue(frame []byte, onDone func(error)) error {
+	ow.mu.Lock()
+	if ow.closing || ow.err != nil {
+		ow.mu.Unlock()
+		return ErrWriterClosed
+	}
+	var overflow error
+	switch {
+	case ow.bytes+len(frame) > OutboundMaxBytes:
+		overflow = &OutboundQueueError{Code: "byte_limit"}
+	case ow.frames+1 > OutboundMaxFrames:
+		overflow = &OutboundQueueError{Code: "frame_limit"}
+	}
+	if overflow != nil {
+		ow.failLocked(overflow) // unlocks
+		return overflow
+	}
+	ow.queue = append(ow.queue, outFrame{data: frame, onDone: onDone})
+	ow.frames++
+	ow.bytes += len(frame)
+	ow.mu.Unlock()
+	select {
+	case ow.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Fail fails the writer with err (first error wins) without writing what is
+// queued.
+func (ow *OutboundWriter) Fail(err error) {
+	ow.mu.Lock()
+	ow.failLocked(err)
+}
+
+// failLocked records the terminal error, rejects every queued frame and
+// wakes the loop. Called with mu held; returns with it released.
+func (ow *OutboundWriter) failLocked(err error) {
+	if ow.err != nil {
+		ow.mu.Unlock()
+		return
+	}
+	ow.err = err
+	pending := ow.queue
+	ow.queue = nil
+	ow.mu.Unlock()
+	for _, f := range pending {
+		if f.onDone != nil {
+			f.onDone(err)
+		}
+	}
+	if ow.onFailure != nil {
+		ow.onFailure(err)
+	}
+	select {
+	case ow.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops accepting frames; what is queued is still written, then the
+// loop exits (see Done).
+func (ow *OutboundWriter) Close() {
+	ow.mu.Lock()
+	ow.closing = true
+	ow.mu.Unlock()
+	select {
+	case ow.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Done is closed when the writer loop has exited: after Close once the queue
+// is written, or after a failure.
+func (ow *OutboundWriter) Done() <-chan struct{} { return ow.done }
+
+// Err returns the terminal error, if any.
+func (ow *OutboundWriter) Err() error {
+	ow.mu.Lock()
+	defer ow.mu.Unlock()
+	return ow.err
+}
+
+// Pending returns the number of frames queued or being written.
+func (ow *OutboundWriter) Pending() int {
+	ow.mu.Lock()
+	defer ow.mu.Unlock()
+	return ow.frames
+}
+
+func (ow *OutboundWriter) loop() {
+	defer close(ow.done)
+	bufs := make([][]byte, 0, OutboundMaxFrames)
+	for {
+		ow.mu.Lock()
+		for len(ow.queue) == 0 && !ow.closing && ow.err == nil {
+			ow.mu.Unlock()
+			<-ow.wake
+			ow.mu.Lock()
+		}
+		if ow.err != nil || len(ow.queue) == 0 {
+			ow.mu.Unlock()
+			return
+		}
+		batch := ow.queue
+		ow.queue = ow.spare[:0]
+		ow.mu.Unlock()
+
+		bufs = bufs[:0]
+		size := 0
+		for _, f := range batch {
+			bufs = append(bufs, f.data)
+			size += len(f.data)
+		}
+		err := ow.w.Write(bufs...)
+
+		ow.mu.Lock()
+		ow.frames -= len(batch)
+		ow.bytes -= size
+		if err != nil {
+			if ow.err != nil {
+				err = ow.err
+			}
+			ow.failLocked(err) // unlocks
+			ow.mu.Lock()
+			err = ow.err
+			ow.mu.Unlock()
+			for _, f := range batch {
+				if f.onDone != nil {
+					f.onDone(err)
+				}
+			}
+			return
+		}
+		failed := ow.err
+		ow.mu.Unlock()
+		for i, f := range batch {
+			if f.onDone != nil {
+				f.onDone(failed)
+			}
+			batch[i] = outFrame{}
+		}
+		ow.mu.Lock()
+		ow.spare = batch[:0]
+		ow.mu.Unlock()
+		if failed != nil {
+			return
+		}
+	}
+}

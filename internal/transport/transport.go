@@ -1,0 +1,232 @@
+// Package transport frames a net.Conn into protocol v0 NDJSON frames.
+//
+// Reading is pull-based: bytes are read from the socket only while a caller
+// waits in ReadFrame, so at most one read buffer (32 KiB) and one partial
+// frame (64 KiB) are ever held per connection. A peer that floods the socket
+// is back-pressured by the kernel's socket buffer instead of by host memory;
+// this is strictly inside the original's bounds (2 MiB raw, 64 frames or
+// 2 MiB decoded).
+package transport
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/maka-agent/maka/protocol"
+)
+
+// Error codes of transport failures (local only, never on the wire).
+const (
+	CodeClosed           = "closed"
+	CodeReadEOF          = "read_eof"
+	CodeReadTimeout      = "read_timeout"
+	CodeConcurrentRead   = "concurrent_read"
+	CodeInboundQueueFull = "inbound_queue_full"
+)
+
+// Error is a transport failure.
+type Error struct {
+	Code string
+	Err  error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return "transport " + e.Code + ": " + e.Err.Error()
+	}
+	return "transport " + e.Code
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// IsCode reports whether err is a transport *Error with the given code.
+func IsCode(err error, code string) bool {
+	var te *Error
+	return errors.As(err, &te) && te.Code == code
+}
+
+// Read buffer sizes: an idle or chatty connection reads into 4 KiB; one
+// whose reads fill the buffer (bulk or pipelined traffic) switches to 32 KiB.
+const (
+	initialReadBuffer = 4 * 1024
+	ReadBufferSize    = 32 * 1024
+)
+
+// Conn is a framed connection. ReadFrame may be called by one goroutine at a
+// time; Write is safe for concurrent use and writes each call atomically.
+type Conn struct {
+	nc net.Conn
+
+	// read side, owned by the single reader
+	reading     atomic.Bool
+	buf         []byte
+	r, w        int
+	split       protocol.Splitter
+	hasDeadline bool
+	readErr     error
+
+	wmu sync.Mutex
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	closeErr  error
+}
+
+// New wraps nc.
+func New(nc net.Conn) *Conn {
+	return &Conn{nc: nc, closed: make(chan struct{})}
+}
+
+// NetConn returns the underlying connection.
+func (c *Conn) NetConn() net.Conn { return c.nc }
+
+// ReadFrame returns the next frame as a JSON value. timeout <= 0 waits
+// forever. At end of stream on a frame boundary it returns a read_eof
+// error; after a partial frame, protocol.ErrPartialFrame. Framing errors are
+// *protocol.ProtocolError values and are final.
+func (c *Conn) ReadFrame(timeout time.Duration) (protocol.Value, error) {
+	if !c.reading.CompareAndSwap(false, true) {
+		return protocol.Value{}, &Error{Code: CodeConcurrentRead}
+	}
+	defer c.reading.Store(false)
+	frame, err := c.next(timeout)
+	if err != nil {
+		return protocol.Value{}, err
+	}
+	return protocol.DecodeFrameText(frame)
+}
+
+func (c *Conn) next(timeout time.Duration) ([]byte, error) {
+	if c.readErr != nil {
+		return nil, c.readErr
+	}
+	if c.buf == nil {
+		c.buf = make([]byte, initialReadBuffer)
+	}
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	for {
+		if c.r < c.w {
+			frame, n, err := c.split.Next(c.buf[c.r:c.w])
+			if err != nil {
+				c.readErr = err
+				return nil, err
+			}
+			c.r += n
+			if frame != nil {
+				return frame, nil
+			}
+			continue
+		}
+		if c.w == len(c.buf) && len(c.buf) < ReadBufferSize {
+			c.buf = make([]byte, ReadBufferSize) // the last read filled the buffer
+		}
+		c.r, c.w = 0, 0
+		if timeout > 0 {
+			_ = c.nc.SetReadDeadline(deadline)
+			c.hasDeadline = true
+		} else if c.hasDeadline {
+			_ = c.nc.SetReadDeadline(time.Time{})
+			c.hasDeadline = false
+		}
+		n, err := c.nc.Read(c.buf)
+		c.w = n
+		if n > 0 {
+			continue // process data first; a sticky error repeats on the next read
+		}
+		if err == nil {
+			continue
+		}
+		return nil, c.classifyReadError(err)
+	}
+}
+
+func (c *Conn) classifyReadError(err error) error {
+	switch {
+	case errors.Is(err, io.EOF):
+		if c.split.Pending() {
+			c.readErr = protocol.ErrPartialFrame
+		} else {
+			c.readErr = &Error{Code: CodeReadEOF}
+		}
+		return c.readErr
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &Error{Code: CodeReadTimeout, Err: err} // not sticky: a later read may succeed
+	case errors.Is(err, net.ErrClosed):
+		c.readErr = &Error{Code: CodeClosed, Err: err}
+		return c.readErr
+	default:
+		c.readErr = &Error{Code: CodeClosed, Err: err}
+		return c.readErr
+	}
+}
+
+// Write writes already-encoded frames (each ending in LF) in one vectored
+// write. Concurrent calls do not interleave.
+func (c *Conn) Write(frames ...[]byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	var err error
+	if len(frames) == 1 {
+		_, err = c.nc.Write(frames[0])
+	} else {
+		bufs := net.Buffers(frames)
+		_, err = bufs.WriteTo(c.nc)
+	}
+	if err != nil {
+		if errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
+			return &Error{Code: CodeClosed, Err: err}
+		}
+		return err
+	}
+	return nil
+}
+
+// WriteValue encodes v as one frame and writes it.
+func (c *Conn) WriteValue(v any) error {
+	b, err := protocol.EncodeFrame(v)
+	if err != nil {
+		return err
+	}
+	return c.Write(b)
+}
+
+// CloseWrite half-closes the connection (the peer reads EOF); reading
+// continues to work.
+func (c *Conn) CloseWrite() error {
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// Close destroys the connection. It is idempotent; the first call's error is
+// returned by every call.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() {
+		c.closeErr = c.nc.Close()
+		close(c.closed)
+	})
+	return c.closeErr
+}
+
+// Closed is closed once Close has been called.
+func (c *Conn) Closed() <-chan struct{} { return c.closed }
+
+// IsClosed reports whether Close has been called.
+func (c *Conn) IsClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
