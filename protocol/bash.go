@@ -94,7 +94,9 @@ func bashASCIILower(s string) string {
 
 // bashRegexp compiles a pattern written with JavaScript meanings: outside
 // bracket expressions, \s and \S use JavaScript whitespace and '.' excludes
-// the JavaScript line terminators. \d, \w and \b are ASCII in both dialects.
+// the JavaScript line terminators; bracket expressions (which must not
+// start with "]") are copied as is. \d, \w and \b are ASCII in both
+// dialects.
 func bashRegexp(pattern string) *regexp.Regexp {
 	var b strings.Builder
 	inClass := false
@@ -121,11 +123,6 @@ func bashRegexp(pattern string) *regexp.Regexp {
 		case c == '[':
 			inClass = true
 			b.WriteByte(c)
-			// A ']' right after '[' or '[^' is a literal member.
-			if i+1 < len(pattern) && pattern[i+1] == '^' {
-				i++
-				b.WriteByte('^')
-			}
 		case c == '.':
 			b.WriteString(`[^\n\r\x{2028}\x{2029}]`)
 		default:

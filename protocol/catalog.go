@@ -6,16 +6,19 @@ package protocol
 
 // Connection catalog bounds.
 const (
-	ConnectionCatalogMaxConnections   = 1024
-	ConnectionMaxModels               = 2048
-	ConnectionMaxEnabledModelIDs      = 512
-	ConnectionMutationMaxEnabledIDs   = 64
-	ConnectionCatalogPageMaxItems     = 128
-	ConnectionCatalogPageMaxBytes     = 48 * 1024
-	ConnectionNameMaxLength           = 256
-	ConnectionModelIDMaxLength        = 512
-	ConnectionSlugMaxLength           = 64
-	ConnectionBaseURLMaxLength        = 2048
+	ConnectionCatalogMaxConnections = 1024      // connections in a catalog
+	ConnectionMaxModels             = 2048      // models of one connection
+	ConnectionMaxEnabledModelIDs    = 512       // enabled model ids of a stored connection
+	ConnectionMutationMaxEnabledIDs = 64        // enabled model ids in create / update input
+	ConnectionCatalogPageMaxItems   = 128       // items of one catalog page
+	ConnectionCatalogPageMaxBytes   = 48 * 1024 // encoded catalog page
+	ConnectionNameMaxLength         = 256       // UTF-16 units
+	ConnectionModelIDMaxLength      = 512       // UTF-16 units
+	ConnectionSlugMaxLength         = 64
+	ConnectionBaseURLMaxLength      = 2048 // UTF-16 units
+)
+
+const (
 	connectionModelDisplayNameMaxLen  = 512
 	connectionTestCheckedAtMaxLength  = 128
 	connectionBasisIDMaxLength        = 64
@@ -483,8 +486,8 @@ type ConnectionStale struct {
 	Actual   *ConnectionVersionBasis `json:"actual"`
 }
 
-// InvalidDefaultTarget answers a mutation that would leave the default target
-// pointing at a missing or disabled model.
+// InvalidDefaultTarget answers a mutation whose resulting default target the
+// catalog rejects.
 type InvalidDefaultTarget struct {
 	Target ConnectionTarget `json:"target"`
 }

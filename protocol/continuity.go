@@ -450,19 +450,20 @@ func decodeToolEvent(d *D, v Value, path string) SessionToolEvent {
 // (protocol.md §7.3): each chunk is at most SessionLiveDeltaMaxBytes of
 // UTF-8, ends on a code-point boundary, and is small enough once JSON-escaped
 // (a control character takes six bytes) that a delta frame carrying it fits
-// SubscriptionFrameMaxBytes. Empty text yields no chunks.
+// SubscriptionFrameMaxBytes. An invalid UTF-8 byte counts as the U+FFFD it
+// is encoded as. Empty text yields no chunks.
 func SplitDelta(text string) []string {
 	var chunks []string
 	start, raw, escaped := 0, 0, 0
 	for i := 0; i < len(text); {
 		r, size := utf8.DecodeRuneInString(text[i:])
-		cost := escapedLen(r, size)
-		if raw+size > SessionLiveDeltaMaxBytes || escaped+cost > deltaChunkMaxEscapedBytes {
+		rawCost, escCost := encodedRuneLen(r, size)
+		if raw+rawCost > SessionLiveDeltaMaxBytes || escaped+escCost > deltaChunkMaxEscapedBytes {
 			chunks = append(chunks, text[start:i])
 			start, raw, escaped = i, 0, 0
 		}
-		raw += size
-		escaped += cost
+		raw += rawCost
+		escaped += escCost
 		i += size
 	}
 	if start < len(text) {
@@ -471,16 +472,17 @@ func SplitDelta(text string) []string {
 	return chunks
 }
 
-// escapedLen is the number of bytes Marshal writes for one decoded rune of a
-// string (an invalid byte becomes the six-byte \ufffd).
-func escapedLen(r rune, size int) int {
+// encodedRuneLen returns the UTF-8 length of one decoded rune of a string as
+// a receiver sees it, and the number of bytes Marshal writes for it (an
+// invalid byte becomes the escape \ufffd).
+func encodedRuneLen(r rune, size int) (raw, escaped int) {
 	switch {
 	case r == utf8.RuneError && size == 1:
-		return 6
+		return 3, 6
 	case r == '"' || r == '\\' || r == '\b' || r == '\f' || r == '\n' || r == '\r' || r == '\t':
-		return 2
+		return size, 2
 	case r < 0x20:
-		return 6
+		return size, 6
 	}
-	return size
+	return size, size
 }

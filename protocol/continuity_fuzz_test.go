@@ -22,7 +22,7 @@ func FuzzContinuity(f *testing.F) {
 
 // FuzzSplitDelta checks the split rule on arbitrary text: chunks rebuild the
 // text, stay within the byte bound, never split a character, and a frame
-// carrying one fits SubscriptionFrameMaxBytes.
+// carrying one fits SubscriptionFrameMaxBytes and decodes.
 func FuzzSplitDelta(f *testing.F) {
 	f.Add("", 1)
 	f.Add("hello", 1)
@@ -48,8 +48,16 @@ func FuzzSplitDelta(f *testing.F) {
 			}
 			f := DeltaFrame{HostEpoch: id, SubscriptionID: id, Sequence: MaxSafeInteger, SessionID: "s",
 				Delta: SessionAssistantDelta{Kind: DeltaText, TurnID: "t", RunID: "r", MessageID: "m", Text: c}}
-			if size, err := EncodedSize(f); err != nil || size > SubscriptionFrameMaxBytes {
-				t.Fatalf("frame of %d bytes (%v)", size, err)
+			b, err := Marshal(f)
+			if err != nil || len(b) > SubscriptionFrameMaxBytes {
+				t.Fatalf("frame of %d bytes (%v)", len(b), err)
+			}
+			v, err := Parse(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := DecodeHostFrame(v); err != nil {
+				t.Fatalf("frame does not decode: %v", err)
 			}
 		}
 	})

@@ -241,7 +241,7 @@ func TestSplitDelta(t *testing.T) {
 		{"4-byte characters stay whole", big("\U0001F600", 4097), []int{16384, 4}},
 		{"quotes escape to twice their size", big(`"`, 20000), []int{16384, 3616}},
 		{"control characters escape to six bytes", big("\x01", 20000), []int{10240, 9760}},
-		{"invalid bytes count as six", big("\xff", 10241), []int{10240, 1}},
+		{"invalid bytes count as U+FFFD", big("\xff", 10241), []int{5461, 4780}},
 	}
 	for _, c := range cases {
 		chunks := SplitDelta(c.text)
@@ -285,6 +285,7 @@ func TestSplitDeltaChunksFitWorstCaseFrame(t *testing.T) {
 		strings.Repeat("\x01", 40000),
 		strings.Repeat("\"\x1f", 30000),
 		strings.Repeat("a\\\n\U0001F600", 9000),
+		strings.Repeat("\xff", 20000),
 	} {
 		for i, chunk := range SplitDelta(text) {
 			f := DeltaFrame{HostEpoch: worstID, SubscriptionID: worstID, Sequence: MaxSafeInteger, SessionID: entity,
@@ -304,7 +305,7 @@ func TestSplitDeltaChunksFitWorstCaseFrame(t *testing.T) {
 			if err != nil {
 				t.Fatalf("chunk %d: %v", i, err)
 			}
-			if got.(DeltaFrame) != f {
+			if utf8.ValidString(chunk) && got.(DeltaFrame) != f {
 				t.Fatalf("chunk %d: decoded frame differs", i)
 			}
 		}

@@ -122,8 +122,30 @@ func (o Obj) Object(key string, required, optional []string) Obj {
 
 // String decodes a string whose UTF-16 length is within [min, max].
 func (o Obj) String(key string, min, max int) string {
+	if v, ok := o.fast(key, KindString); ok && len(v.s) >= min && len(v.s) <= max && isASCII(v.s) {
+		return v.s // ASCII: UTF-16 length is the byte length
+	}
 	v, p := o.Get(key)
 	return o.d.String(v, p, min, max)
+}
+
+// fast returns the value of key when it is present with the wanted kind and
+// no failure is recorded; getters use it to skip building paths.
+func (o Obj) fast(key string, kind Kind) (Value, bool) {
+	if o.d.err != nil {
+		return Value{}, false
+	}
+	v, ok := o.v.Get(key)
+	return v, ok && v.kind == kind
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // StringBytes decodes a string whose UTF-8 length is within [min, max].
@@ -133,19 +155,22 @@ func (o Obj) StringBytes(key string, min, max int) string {
 }
 
 // ID decodes an Id (1..128 UTF-16 units).
-func (o Obj) ID(key string) string {
-	v, p := o.Get(key)
-	return o.d.ID(v, p)
-}
+func (o Obj) ID(key string) string { return o.String(key, 1, 128) }
 
 // EntityID decodes an EntityId (^[A-Za-z0-9_-]{1,128}$).
 func (o Obj) EntityID(key string) string {
+	if v, ok := o.fast(key, KindString); ok && IsEntityID(v.s) {
+		return v.s
+	}
 	v, p := o.Get(key)
 	return o.d.EntityID(v, p)
 }
 
 // Count decodes a safe integer >= 0.
 func (o Obj) Count(key string) int64 {
+	if v, ok := o.fast(key, KindNumber); ok && v.n >= 0 && v.n <= MaxSafeInteger && v.n == math.Trunc(v.n) {
+		return int64(v.n)
+	}
 	v, p := o.Get(key)
 	return o.d.SafeInt(v, p, 0, MaxSafeInteger)
 }
@@ -170,12 +195,18 @@ func (o Obj) Number(key string) float64 {
 
 // Bool decodes a boolean.
 func (o Obj) Bool(key string) bool {
+	if v, ok := o.fast(key, KindBool); ok {
+		return v.b
+	}
 	v, p := o.Get(key)
 	return o.d.Bool(v, p)
 }
 
 // Enum decodes a string that must be one of allowed.
 func (o Obj) Enum(key string, allowed ...string) string {
+	if v, ok := o.fast(key, KindString); ok && contains(allowed, v.s) {
+		return v.s
+	}
 	v, p := o.Get(key)
 	return o.d.Enum(v, p, allowed...)
 }
@@ -229,8 +260,6 @@ func CodePoints(s string) int { return utf8.RuneCountInString(s) }
 
 // ID decodes an Id: a string of 1..128 UTF-16 units.
 func (d *D) ID(v Value, path string) string { return d.String(v, path, 1, 128) }
-
-var entityIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
 // IsEntityID reports whether s is a valid EntityId.
 func IsEntityID(s string) bool {

@@ -279,13 +279,28 @@ type requestFrame struct {
 // AppendSuccess appends a success response frame (with LF) whose result is
 // already encoded as JSON.
 func AppendSuccess(b []byte, requestID string, op Operation, result []byte) ([]byte, error) {
+	if b == nil {
+		b = make([]byte, 0, 48+len(requestID)+len(op)+len(result))
+	}
 	start := len(b)
+	b = AppendSuccessHeader(b, requestID, op)
+	b = append(b, result...)
+	return FinishFrame(b, start)
+}
+
+// AppendSuccessHeader appends a success response up to its result; append
+// the result, then call FinishFrame.
+func AppendSuccessHeader(b []byte, requestID string, op Operation) []byte {
 	b = append(b, `{"requestId":`...)
 	b = appendString(b, requestID)
 	b = append(b, `,"operation":`...)
 	b = appendString(b, string(op))
-	b = append(b, `,"ok":true,"result":`...)
-	b = append(b, result...)
+	return append(b, `,"ok":true,"result":`...)
+}
+
+// FinishFrame closes a frame begun at start by AppendSuccessHeader and
+// checks its size.
+func FinishFrame(b []byte, start int) ([]byte, error) {
 	b = append(b, '}', '\n')
 	if len(b)-start > MaxFrameBytes {
 		return b[:start], &ProtocolError{Code: CodeFrameTooLarge, Message: "frame exceeds 65536 bytes"}

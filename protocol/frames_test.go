@@ -46,12 +46,12 @@ func TestRequestIsExact(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	for _, bad := range []string{
-		`{"requestId":"r","operation":"host.status","input":{},"x":1}`,     // extra key
-		`{"requestId":"r","operation":"host.status"}`,                      // missing input
-		`{"requestId":"","operation":"host.status","input":{}}`,            // invalid id
-		`{"requestId":"r","operation":"host.nope","input":{}}`,             // unknown operation
-		`{"requestId":"r","operation":"toString","input":{}}`,              // not an own property
-		`{"requestId":"r","operation":"host.status","input":{"a":1}}`,      // input not exact
+		`{"requestId":"r","operation":"host.status","input":{},"x":1}`, // extra key
+		`{"requestId":"r","operation":"host.status"}`,                  // missing input
+		`{"requestId":"","operation":"host.status","input":{}}`,        // invalid id
+		`{"requestId":"r","operation":"host.nope","input":{}}`,         // unknown operation
+		`{"requestId":"r","operation":"toString","input":{}}`,          // not an own property
+		`{"requestId":"r","operation":"host.status","input":{"a":1}}`,  // input not exact
 		`{"requestId":"r","operation":"turn.query","input":{"sessionId":"s"}}`,
 		`{"requestId":"r","operation":"turn.query","input":{"sessionId":"s s","turnId":"t"}}`,
 		`{"kind":"accepted","requestId":"r","operation":"host.status","input":{}}`,

@@ -1,5 +1,7 @@
 package protocol
 
+import "strconv"
+
 // HostStatusInput is the input of host.status: {}.
 type HostStatusInput struct{}
 
@@ -28,4 +30,31 @@ func init() {
 				ActiveResidencies: o.Count("activeResidencies"),
 			}
 		})
+}
+
+// AppendJSON appends the wire encoding of s (the fast path of Marshal).
+func (s HostStatus) AppendJSON(b []byte) []byte {
+	b = append(b, `{"hostEpoch":`...)
+	b = appendString(b, s.HostEpoch)
+	b = append(b, `,"state":`...)
+	b = appendString(b, string(s.State))
+	b = append(b, `,"connections":`...)
+	b = strconv.AppendInt(b, s.Connections, 10)
+	b = append(b, `,"activeOperations":`...)
+	b = strconv.AppendInt(b, s.ActiveOperations, 10)
+	b = append(b, `,"activeResidencies":`...)
+	b = strconv.AppendInt(b, s.ActiveResidencies, 10)
+	return append(b, '}')
+}
+
+// Validate applies the host.status output rules to s.
+func (s HostStatus) Validate() error {
+	ok := s.HostEpoch != "" && UTF16Len(s.HostEpoch) <= 128 && contains(hostStates, string(s.State)) &&
+		s.Connections >= 0 && s.Connections <= MaxSafeInteger &&
+		s.ActiveOperations >= 0 && s.ActiveOperations <= MaxSafeInteger &&
+		s.ActiveResidencies >= 0 && s.ActiveResidencies <= MaxSafeInteger
+	if !ok {
+		return &ProtocolError{Code: CodeInvalidFrame, Message: "host.status result is invalid"}
+	}
+	return nil
 }

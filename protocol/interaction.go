@@ -892,10 +892,11 @@ func toolPermissionProblem(p ToolPermissionPrompt) string {
 	return ""
 }
 
-// rememberEligible reports whether a permission decision may carry
-// rememberForTurn for req.
+// rememberEligible reports whether a permission decision (allow or deny) with
+// the given rememberForTurn may resolve req.
 func rememberEligible(req InteractionRequest, decision string, remember bool) bool {
-	if req.Kind != InteractionKindPermission {
+	if req.Kind != InteractionKindPermission ||
+		(decision != InteractionDecisionAllow && decision != InteractionDecisionDeny) {
 		return false
 	}
 	if !remember {

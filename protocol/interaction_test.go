@@ -488,22 +488,26 @@ func ixBigQuestionRequest(pad int) string {
 		strings.Repeat(`\u0002`, 512) + `"},{"label":"B"}]}]}`
 }
 
+// ixPadFor returns the pad (1 ≤ pad < maxPad) for which build(pad) encodes
+// to exactly size bytes, given that each unit of pad adds one byte.
+func ixPadFor(t *testing.T, build func(int) string, size, maxPad int) int {
+	t.Helper()
+	base, err := EncodedSize(ixParse(t, build(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := size - base + 1
+	if pad < 1 || pad >= maxPad {
+		t.Fatalf("pad %d out of range", pad)
+	}
+	if got, _ := EncodedSize(ixParse(t, build(pad))); got != size {
+		t.Fatalf("pad %d encodes to %d bytes, want %d", pad, got, size)
+	}
+	return pad
+}
+
 func TestInteractionRequestEncodedBound(t *testing.T) {
-	// find the pad whose request encodes to exactly 16384 bytes
-	pad := -1
-	for n := 1; n <= InteractionQuestionMaxBytes; n++ {
-		v, err := Parse([]byte(ixBigQuestionRequest(n)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if size, _ := EncodedSize(v); size == InteractionRequestMaxBytes {
-			pad = n
-			break
-		}
-	}
-	if pad < 0 {
-		t.Fatal("no request of exactly 16384 bytes")
-	}
+	pad := ixPadFor(t, ixBigQuestionRequest, InteractionRequestMaxBytes, InteractionQuestionMaxBytes)
 	inside := ixParse(t, ixBigQuestionRequest(pad))
 	r, err := DecodeInteractionRequest(inside)
 	if err != nil {
@@ -832,16 +836,7 @@ func TestInteractionOutcomeEncodedBound(t *testing.T) {
 	outcome := func(pad int) string {
 		return `{"kind":"question_answer","answers":` + ixBigAnswers(pad) + `,"committedAt":1}`
 	}
-	pad := -1
-	for n := 1; n <= InteractionAnswerTextMaxBytes; n++ {
-		if size, _ := EncodedSize(ixParse(t, outcome(n))); size == InteractionOutcomeMaxBytes {
-			pad = n
-			break
-		}
-	}
-	if pad < 0 {
-		t.Fatal("no outcome of exactly 8192 bytes")
-	}
+	pad := ixPadFor(t, outcome, InteractionOutcomeMaxBytes, InteractionAnswerTextMaxBytes)
 	o, err := DecodeInteractionCanonicalOutcome(ixParse(t, outcome(pad)))
 	if err != nil {
 		t.Fatalf("8192 bytes rejected: %v", err)
@@ -906,16 +901,7 @@ func TestInteractionAnswerInput(t *testing.T) {
 
 func TestInteractionAnswerEncodedBound(t *testing.T) {
 	answer := func(pad int) string { return `{"kind":"question","answers":` + ixBigAnswers(pad) + `}` }
-	pad := -1
-	for n := 1; n <= InteractionAnswerTextMaxBytes; n++ {
-		if size, _ := EncodedSize(ixParse(t, answer(n))); size == InteractionAnswerMaxBytes {
-			pad = n
-			break
-		}
-	}
-	if pad < 0 {
-		t.Fatal("no answer of exactly 8192 bytes")
-	}
+	pad := ixPadFor(t, answer, InteractionAnswerMaxBytes, InteractionAnswerTextMaxBytes)
 	a, err := DecodeInteractionAnswer(ixParse(t, answer(pad)))
 	if err != nil {
 		t.Fatalf("8192 bytes rejected: %v", err)
@@ -1072,6 +1058,7 @@ func TestAnswerAcceptable(t *testing.T) {
 		{"two answers", q2, two, true},
 		{"two answers for one", q1, two, false},
 		{"unknown kind", bash, InteractionAnswer{Kind: "closure"}, false},
+		{"no decision", bash, InteractionAnswer{Kind: InteractionKindPermission}, false},
 	}
 	for _, tt := range tests {
 		if got := AnswerAcceptable(tt.req, tt.ans); got != tt.want {

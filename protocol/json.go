@@ -224,7 +224,9 @@ const maxDepth = 512
 // Parse parses one JSON text (surrounding whitespace allowed). The input
 // must be valid UTF-8; invalid bytes are rejected.
 func Parse(data []byte) (Value, error) {
-	p := parser{data: data}
+	p := parserPool.Get().(*parser)
+	defer p.release()
+	p.data, p.pos = data, 0
 	p.skipSpace()
 	v, err := p.value(0)
 	if err != nil {
@@ -240,6 +242,21 @@ func Parse(data []byte) (Value, error) {
 type parser struct {
 	data []byte
 	pos  int
+	// scratch stacks: members and elements are collected here and copied
+	// into one exactly-sized slice when their object or array closes.
+	members  []Member
+	elements []Value
+}
+
+var parserPool = sync.Pool{New: func() any { return new(parser) }}
+
+// release returns the parser to the pool without keeping references to
+// parsed values alive.
+func (p *parser) release() {
+	clear(p.members[:cap(p.members)])
+	clear(p.elements[:cap(p.elements)])
+	p.members, p.elements, p.data = p.members[:0], p.elements[:0], nil
+	parserPool.Put(p)
 }
 
 func (p *parser) skipSpace() {
@@ -288,6 +305,8 @@ func (p *parser) literal(word string, v Value) (Value, error) {
 
 func (p *parser) object(depth int) (Value, error) {
 	p.pos++ // {
+	start := len(p.members)
+	defer func() { p.members = p.members[:start] }()
 	v := Value{kind: KindObject, obj: []Member{}}
 	p.skipSpace()
 	if p.pos < len(p.data) && p.data[p.pos] == '}' {
@@ -299,7 +318,7 @@ func (p *parser) object(depth int) (Value, error) {
 		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
 			return Value{}, ErrInvalidJSON
 		}
-		key, err := p.str()
+		key, err := p.key()
 		if err != nil {
 			return Value{}, err
 		}
@@ -313,7 +332,16 @@ func (p *parser) object(depth int) (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
-		v.obj = setMember(v.obj, key, val)
+		dup := false
+		for i := start; i < len(p.members); i++ {
+			if p.members[i].Key == key { // JSON.parse: the last value wins
+				p.members[i].Value, dup = val, true
+				break
+			}
+		}
+		if !dup {
+			p.members = append(p.members, Member{Key: key, Value: val})
+		}
 		p.skipSpace()
 		if p.pos >= len(p.data) {
 			return Value{}, ErrInvalidJSON
@@ -323,6 +351,7 @@ func (p *parser) object(depth int) (Value, error) {
 			p.pos++
 		case '}':
 			p.pos++
+			v.obj = append(make([]Member, 0, len(p.members)-start), p.members[start:]...)
 			return v, nil
 		default:
 			return Value{}, ErrInvalidJSON
@@ -332,6 +361,8 @@ func (p *parser) object(depth int) (Value, error) {
 
 func (p *parser) array(depth int) (Value, error) {
 	p.pos++ // [
+	start := len(p.elements)
+	defer func() { p.elements = p.elements[:start] }()
 	v := Value{kind: KindArray, arr: []Value{}}
 	p.skipSpace()
 	if p.pos < len(p.data) && p.data[p.pos] == ']' {
@@ -344,7 +375,7 @@ func (p *parser) array(depth int) (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
-		v.arr = append(v.arr, e)
+		p.elements = append(p.elements, e)
 		p.skipSpace()
 		if p.pos >= len(p.data) {
 			return Value{}, ErrInvalidJSON
@@ -354,11 +385,43 @@ func (p *parser) array(depth int) (Value, error) {
 			p.pos++
 		case ']':
 			p.pos++
+			v.arr = append(make([]Value, 0, len(p.elements)-start), p.elements[start:]...)
 			return v, nil
 		default:
 			return Value{}, ErrInvalidJSON
 		}
 	}
+}
+
+// internedKeys are protocol field names; object keys equal to one of them
+// reuse its string instead of allocating.
+var internedKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{
+		"requestId", "operation", "input", "kind", "ok", "result", "error", "code", "message",
+		"sessionId", "turnId", "runId", "content", "text", "hostEpoch", "subscriptionId", "sequence",
+		"clientInstanceId", "surface", "protocolMin", "protocolMax", "state", "messageId", "placement",
+		"originHostEpoch", "interactionId", "answer", "snapshot", "delta", "event", "status",
+	} {
+		m[k] = k
+	}
+	return m
+}()
+
+// key parses an object key, interning protocol field names.
+func (p *parser) key() (string, error) {
+	d := p.data
+	i := p.pos + 1
+	for i < len(d) && d[i] != '"' && d[i] != '\\' && d[i] >= 0x20 {
+		i++
+	}
+	if i < len(d) && d[i] == '"' {
+		if k, ok := internedKeys[string(d[p.pos+1:i])]; ok {
+			p.pos = i + 1
+			return k, nil
+		}
+	}
+	return p.str()
 }
 
 func (p *parser) number() (Value, error) {
@@ -538,6 +601,12 @@ func (p *parser) hex4() (rune, bool) {
 	return r, true
 }
 
+// JSONAppender is implemented by types with a hand-written encoder; it must
+// produce exactly what Marshal would.
+type JSONAppender interface {
+	AppendJSON(b []byte) []byte
+}
+
 var encPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // Marshal encodes v as compact JSON with JSON.stringify's escaping rules (no
@@ -554,6 +623,8 @@ func AppendMarshal(b []byte, v any) ([]byte, error) {
 		return appendValue(b, x), nil
 	case *Value:
 		return appendValue(b, *x), nil
+	case JSONAppender:
+		return x.AppendJSON(b), nil
 	}
 	buf := encPool.Get().(*bytes.Buffer)
 	buf.Reset()

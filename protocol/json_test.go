@@ -11,15 +11,15 @@ func TestParseFollowsJSONParseSemantics(t *testing.T) {
 		in   string
 		want string // re-encoded
 	}{
-		{`{"a":1,"a":2}`, `{"a":2}`},                       // last duplicate wins
-		{`{"a":1,"b":2,"a":3}`, `{"a":3,"b":2}`},           // at the first position
-		{` [1 , 2.5e0, -0, 1E2 ] `, `[1,2.5,0,100]`},       // whitespace, number forms
-		{`"\u00e9\ud83d\ude00\/"`, `"é😀/"`},               // escapes and surrogate pairs
-		{`"\ud800x"`, "\"\uFFFDx\""},                        // lone surrogate
-		{`"\u2028"`, "\"\u2028\""},                           // raw line separator out
+		{`{"a":1,"a":2}`, `{"a":2}`},                 // last duplicate wins
+		{`{"a":1,"b":2,"a":3}`, `{"a":3,"b":2}`},     // at the first position
+		{` [1 , 2.5e0, -0, 1E2 ] `, `[1,2.5,0,100]`}, // whitespace, number forms
+		{`"\u00e9\ud83d\ude00\/"`, `"é😀/"`},          // escapes and surrogate pairs
+		{`"\ud800x"`, "\"\uFFFDx\""},                 // lone surrogate
+		{`"\u2028"`, "\"\u2028\""},                   // raw line separator out
 		{`"a\u0000\u001f\b\f\n\r\t"`, `"a\u0000\u001f\b\f\n\r\t"`},
-		{`"<>&\u007f"`, "\"<>&\u007f\""},                     // no HTML escaping
-		{`1e400`, `null`},                                    // overflow is Infinity; JSON.stringify writes null
+		{`"<>&\u007f"`, "\"<>&\u007f\""}, // no HTML escaping
+		{`1e400`, `null`},                // overflow is Infinity; JSON.stringify writes null
 		{`{}`, `{}`},
 		{`[]`, `[]`},
 		{`true`, `true`},

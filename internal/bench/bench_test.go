@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -159,10 +160,6 @@ func pipelined(b *testing.B, path string, handshake bool, conns, depth int) {
 		defer c.Close()
 		pipes[i] = pipe{c, r}
 	}
-	reqs := make([][]byte, depth)
-	for i := range reqs {
-		reqs[i] = statusRequest(i)
-	}
 	per := (b.N + conns - 1) / conns
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -177,14 +174,21 @@ func pipelined(b *testing.B, path string, handshake bool, conns, depth int) {
 		go func() { // writer: batch whatever credits are available
 			defer wg.Done()
 			w := bufio.NewWriterSize(p.c, 64*1024)
+			var buf []byte
+			send := func(i int) { // request ids are unique: responses come back in any order
+				buf = append(buf[:0], `{"requestId":"r-`...)
+				buf = strconv.AppendInt(buf, int64(i), 10)
+				buf = append(buf, `","operation":"host.status","input":{}}`+"\n"...)
+				w.Write(buf)
+			}
 			for sent := 0; sent < per; {
 				<-credits
-				w.Write(reqs[sent%depth])
+				send(sent)
 				sent++
 				for sent < per {
 					select {
 					case <-credits:
-						w.Write(reqs[sent%depth])
+						send(sent)
 						sent++
 						continue
 					default:

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -336,10 +335,12 @@ func TestRegistrationRewritesAreAtomic(t *testing.T) {
 		t.Fatal(err)
 	}
 	const rewrites = 200
+	started := make(chan struct{})
 	done := make(chan struct{})
 	writerErr := make(chan error, 1)
 	go func() {
 		defer close(done)
+		<-started
 		for i := 1; i < rewrites; i++ {
 			if err := WriteRegistration(dir, regFor(i)); err != nil {
 				writerErr <- err
@@ -347,17 +348,16 @@ func TestRegistrationRewritesAreAtomic(t *testing.T) {
 			}
 		}
 	}()
-	var mu sync.Mutex
 	reads := 0
 	readerErr := make(chan error, 1)
 	go func() {
 		defer close(readerErr)
-		for {
-			select {
-			case <-done:
-				return
-			default:
+		defer func() {
+			if reads == 0 {
+				close(started)
 			}
+		}()
+		for {
 			got, found, err := ReadRegistration(dir)
 			if err != nil {
 				readerErr <- err
@@ -371,15 +371,21 @@ func TestRegistrationRewritesAreAtomic(t *testing.T) {
 				readerErr <- fmt.Errorf("read a mixed registration %+v", got)
 				return
 			}
-			mu.Lock()
-			reads++
-			mu.Unlock()
+			if reads++; reads == 1 {
+				close(started) // the writer starts once reads are under way
+			}
+			select {
+			case <-done:
+				return
+			default:
+			}
 		}
 	}()
-	<-done
 	if err := <-readerErr; err != nil {
+		<-done
 		t.Fatal(err)
 	}
+	<-done
 	select {
 	case err := <-writerErr:
 		t.Fatal(err)

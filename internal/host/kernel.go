@@ -87,6 +87,9 @@ type Kernel struct {
 	// draining is read lock-free on every admission.
 	draining atomic.Bool
 
+	ownerMu         sync.Mutex
+	ownerValidUntil atomic.Int64 // unix nanoseconds
+
 	pubMu sync.Mutex
 
 	mu                sync.Mutex
@@ -103,7 +106,8 @@ type Kernel struct {
 	idleTimer         *time.Timer
 	deadlineTimer     *time.Timer
 	deadlineFired     bool
-	changed           chan struct{} // closed and replaced on every counter change
+	changed           chan struct{} // closed and replaced on a change while watched
+	watched           bool          // someone waits on changed
 	startupDone       chan struct{}
 
 	acceptDone chan struct{}
@@ -356,10 +360,20 @@ func (k *Kernel) setState(state protocol.HostState) error {
 	return nil
 }
 
-// notifyLocked wakes everything waiting for a counter change.
+// notifyLocked wakes everything waiting for a counter change. Nothing is
+// allocated unless someone waits (only shutdown does).
 func (k *Kernel) notifyLocked() {
-	close(k.changed)
-	k.changed = make(chan struct{})
+	if k.watched {
+		close(k.changed)
+		k.changed = make(chan struct{})
+		k.watched = false
+	}
+}
+
+// watchLocked returns the channel closed by the next change.
+func (k *Kernel) watchLocked() <-chan struct{} {
+	k.watched = true
+	return k.changed
 }
 
 // waitFor waits until cond (evaluated under mu) holds, the deadline passes
@@ -375,7 +389,7 @@ func (k *Kernel) waitFor(cond func() bool, deadline <-chan time.Time) bool {
 			k.mu.Unlock()
 			return false
 		}
-		ch := k.changed
+		ch := k.watchLocked()
 		k.mu.Unlock()
 		select {
 		case <-ch:
@@ -496,6 +510,7 @@ func (k *Kernel) handshake(t *transport.Conn) *Session {
 		ResolveHandlers:   k.resolveHandlers,
 		ResolveContinuity: k.resolveContinuity,
 		BeginOperation:    k.beginOperation,
+		Inline:            func(op protocol.Operation) bool { return op == protocol.OpHostStatus },
 		OnTeardown:        func(error) { k.releaseConnection(s) },
 		Logger:            k.log,
 	})
@@ -548,13 +563,29 @@ var (
 	errNotReady = protocol.NewOpError(protocol.ErrHostNotReady, protocol.MessageHostNotReady)
 )
 
-// ownerLost re-validates root ownership; on failure it commits shutdown.
+// OwnerCheckInterval bounds how long a successful root ownership check is
+// trusted. Admissions within it cost one atomic load; the first admission
+// after it re-validates (lock artifact, root identity, marker), and
+// concurrent admissions wait for that single check.
+const OwnerCheckInterval = 100 * time.Millisecond
+
+// ownerLost re-validates root ownership (at most once per
+// OwnerCheckInterval); on failure it commits shutdown at once.
 func (k *Kernel) ownerLost() bool {
+	if time.Now().UnixNano() < k.ownerValidUntil.Load() {
+		return false
+	}
+	k.ownerMu.Lock()
+	defer k.ownerMu.Unlock()
+	if time.Now().UnixNano() < k.ownerValidUntil.Load() {
+		return false
+	}
 	if err := k.owner.Assert(); err != nil {
 		k.log.Error("root ownership lost", "err", err)
 		k.commitNow()
 		return true
 	}
+	k.ownerValidUntil.Store(time.Now().Add(OwnerCheckInterval).UnixNano())
 	return false
 }
 
@@ -896,7 +927,7 @@ func (k *Kernel) startupSettled() bool {
 	}
 	for {
 		k.mu.Lock()
-		ch, fired := k.changed, k.deadlineFired
+		ch, fired := k.watchLocked(), k.deadlineFired
 		k.mu.Unlock()
 		if fired {
 			return false

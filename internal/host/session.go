@@ -24,6 +24,8 @@ type Transport interface {
 	CloseWrite() error
 	Close() error
 	Closed() <-chan struct{}
+	// HasBufferedFrame reports whether the next read will not block.
+	HasBufferedFrame() bool
 }
 
 var _ Transport = (*transport.Conn)(nil)
@@ -44,7 +46,10 @@ type SessionConfig struct {
 	BeginOperation func(ctx context.Context, op *protocol.OperationSpec) (OperationLease, *protocol.OpError)
 	// OnTeardown runs exactly once when the connection ends, cleanly or not.
 	OnTeardown func(err error)
-	Logger     *slog.Logger
+	// Inline reports operations whose admission and handler never block;
+	// they run on the reader goroutine instead of their own.
+	Inline func(op protocol.Operation) bool
+	Logger *slog.Logger
 }
 
 // Session serves one accepted connection: it reads requests, dispatches them
@@ -147,7 +152,16 @@ func (s *Session) accept(v protocol.Value) error {
 	s.inflight[req.RequestID] = struct{}{}
 	s.ops.Add(1)
 	s.mu.Unlock()
-	go s.dispatch(req)
+	if s.cfg.Inline != nil && s.cfg.Inline(req.Operation.Key) {
+		// Answered on this goroutine; the writer is woken once no further
+		// request is buffered, so a pipelined burst leaves in one write.
+		s.dispatchInline(req)
+		if !s.cfg.Transport.HasBufferedFrame() {
+			s.out.Wake()
+		}
+	} else {
+		go s.dispatch(req)
+	}
 	return nil
 }
 
@@ -158,12 +172,16 @@ func (s *Session) isEnded() bool {
 }
 
 // dispatch admits, runs and answers one request.
-func (s *Session) dispatch(req *protocol.Request) {
+func (s *Session) dispatch(req *protocol.Request) { s.serve(req, s.out.Enqueue) }
+
+func (s *Session) dispatchInline(req *protocol.Request) { s.serve(req, s.out.EnqueueDeferred) }
+
+func (s *Session) serve(req *protocol.Request, enqueue func([]byte, func(error)) error) {
 	defer s.ops.Done()
 	spec := req.Operation
 	lease, admitErr := s.cfg.BeginOperation(s.cfg.Context, spec)
 	if admitErr != nil {
-		s.respond(req, Outcome{Err: admitErr}, nil)
+		s.respond(req, Outcome{Err: admitErr}, nil, enqueue)
 		return
 	}
 	if s.isEnded() {
@@ -181,7 +199,7 @@ func (s *Session) dispatch(req *protocol.Request) {
 	}
 	out := s.invoke(h, &Call{RequestID: req.RequestID, Operation: spec, Input: req.Input, Conn: s.conn, lease: lease})
 	lease.Seal()
-	s.respond(req, out, lease)
+	s.respond(req, out, lease, enqueue)
 }
 
 func (s *Session) invoke(h Handler, call *Call) (out Outcome) {
@@ -202,7 +220,7 @@ func (s *Session) forget(requestID string) {
 
 // respond encodes, validates and queues the response. lease (may be nil) is
 // finished once the response is written or lost.
-func (s *Session) respond(req *protocol.Request, out Outcome, lease OperationLease) {
+func (s *Session) respond(req *protocol.Request, out Outcome, lease OperationLease, enqueue func([]byte, func(error)) error) {
 	frame := s.encode(req, out)
 	s.forget(req.RequestID)
 	finish := func(error) {
@@ -210,7 +228,7 @@ func (s *Session) respond(req *protocol.Request, out Outcome, lease OperationLea
 			lease.Finish()
 		}
 	}
-	err := s.out.Enqueue(frame, finish)
+	err := enqueue(frame, finish)
 	if err != nil {
 		finish(err)
 	}
@@ -225,16 +243,26 @@ func (s *Session) respond(req *protocol.Request, out Outcome, lease OperationLea
 func (s *Session) encode(req *protocol.Request, out Outcome) []byte {
 	spec := req.Operation
 	if out.Err == nil {
-		res, err := protocol.Marshal(out.Result)
-		if err == nil {
-			err = validateOutput(spec, res)
+		var frame []byte
+		var err error
+		if v, ok := out.Result.(selfValidating); ok {
+			// A result with its own encoder and validator is written
+			// straight into the frame, skipping encode-parse-decode.
+			if err = v.Validate(); err == nil {
+				frame = make([]byte, 0, 224+len(req.RequestID))
+				frame = protocol.AppendSuccessHeader(frame, req.RequestID, spec.Key)
+				frame, err = protocol.FinishFrame(v.AppendJSON(frame), 0)
+			}
+		} else {
+			var res []byte
+			if res, err = protocol.Marshal(out.Result); err == nil {
+				if err = validateOutput(spec, res); err == nil {
+					frame, err = protocol.AppendSuccess(nil, req.RequestID, spec.Key, res)
+				}
+			}
 		}
 		if err == nil {
-			frame, ferr := protocol.AppendSuccess(nil, req.RequestID, spec.Key, res)
-			if ferr == nil {
-				return frame
-			}
-			err = ferr
+			return frame
 		}
 		s.log.Error("operation result rejected", "operation", spec.Key, "err", err)
 		out.Err = protocol.NewOpError(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
@@ -244,6 +272,11 @@ func (s *Session) encode(req *protocol.Request, out Outcome) []byte {
 	}
 	frame, _ := protocol.AppendFailure(nil, req.RequestID, spec.Key, out.Err)
 	return frame
+}
+
+type selfValidating interface {
+	protocol.JSONAppender
+	Validate() error
 }
 
 func validateOutput(spec *protocol.OperationSpec, encoded []byte) error {

@@ -68,6 +68,29 @@ func NewOutboundWriter(w FrameWriter, onFailure func(error)) *OutboundWriter {
 // once, from the writer goroutine or from a failing call, with nil once the
 // frame is written or with the writer's terminal error.
 func (ow *OutboundWriter) Enqueue(frame []byte, onDone func(error)) error {
+	return ow.enqueue(frame, onDone, true)
+}
+
+// deferredWakeFrames is how many frames EnqueueDeferred lets accumulate
+// before it wakes the writer anyway.
+const deferredWakeFrames = 16
+
+// EnqueueDeferred is Enqueue for a producer that will call Wake soon (the
+// reader, once its buffered requests are answered): frames accumulate into
+// one vectored write instead of waking the writer for each.
+func (ow *OutboundWriter) EnqueueDeferred(frame []byte, onDone func(error)) error {
+	return ow.enqueue(frame, onDone, false)
+}
+
+// Wake makes the writer write what is queued.
+func (ow *OutboundWriter) Wake() {
+	select {
+	case ow.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (ow *OutboundWriter) enqueue(frame []byte, onDone func(error), wake bool) error {
 	ow.mu.Lock()
 	if ow.closing || ow.err != nil {
 		ow.mu.Unlock()
@@ -87,10 +110,10 @@ func (ow *OutboundWriter) Enqueue(frame []byte, onDone func(error)) error {
 	ow.queue = append(ow.queue, outFrame{data: frame, onDone: onDone})
 	ow.frames++
 	ow.bytes += len(frame)
+	wake = wake || len(ow.queue) >= deferredWakeFrames
 	ow.mu.Unlock()
-	select {
-	case ow.wake <- struct{}{}:
-	default:
+	if wake {
+		ow.Wake()
 	}
 	return nil
 }

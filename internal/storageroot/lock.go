@@ -309,3 +309,13 @@ func (r *Reader) Close() error {
 	}
 	return r.h.close()
 }
+
+// Assert verifies that the reader is still open, that owner.lock is still
+// the locked file and that the root directory still carries its marker and
+// identity.
+func (r *Reader) Assert() error {
+	if err := authenticReader(r); err != nil {
+		return err
+	}
+	return r.h.assert()
+}

@@ -466,10 +466,14 @@ func TestReaderLease(t *testing.T) {
 	if got != c.Path() {
 		t.Fatalf("lease root %s", got)
 	}
+	if err := r.Assert(); err != nil {
+		t.Fatal(err)
+	}
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
 	wantCode(t, r.RunWithLease(func(string) error { return nil }), CodeInvalidLease)
+	wantCode(t, r.Assert(), CodeInvalidLease)
 }
 
 func TestLockArbitrationAcrossProcesses(t *testing.T) {

@@ -642,3 +642,37 @@ func TestConcurrentKindRace(t *testing.T) {
 		wantCode(t, errs[loser], CodeRootKindMismatch)
 	}
 }
+
+func TestPublishMarker(t *testing.T) {
+	dir := t.TempDir()
+	_, err := publishMarker(dir, make([]byte, MaxMarkerBytes+1), publishCreate, nil)
+	wantCode(t, err, CodeInvalidMarker)
+	published, err := publishMarker(dir, []byte("first\n"), publishCreate, nil)
+	if err != nil || !published {
+		t.Fatalf("first publish: %v %v", published, err)
+	}
+	published, err = publishMarker(dir, []byte("second\n"), publishCreate, nil)
+	if err != nil || published {
+		t.Fatalf("create over an existing marker: %v %v", published, err)
+	}
+	if got := string(readFile(t, filepath.Join(dir, MarkerFile))); got != "first\n" {
+		t.Fatalf("marker %q", got)
+	}
+	refused := fmt.Errorf("refused")
+	if _, err := publishMarker(dir, []byte("third\n"), publishReplace, func() error { return refused }); err != refused {
+		t.Fatalf("pre-publish error = %v", err)
+	}
+	if published, err = publishMarker(dir, []byte("fourth\n"), publishReplace, nil); err != nil || !published {
+		t.Fatalf("replace: %v %v", published, err)
+	}
+	if got := string(readFile(t, filepath.Join(dir, MarkerFile))); got != "fourth\n" {
+		t.Fatalf("marker %q", got)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 {
+		t.Fatalf("publishing left %v", entries)
+	}
+}

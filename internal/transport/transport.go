@@ -9,6 +9,7 @@
 package transport
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -167,6 +168,13 @@ func (c *Conn) classifyReadError(err error) error {
 		c.readErr = &Error{Code: CodeClosed, Err: err}
 		return c.readErr
 	}
+}
+
+// HasBufferedFrame reports whether a complete frame is already buffered, so
+// the next ReadFrame returns without reading the socket. Call it only from
+// the reading goroutine.
+func (c *Conn) HasBufferedFrame() bool {
+	return c.r < c.w && bytes.IndexByte(c.buf[c.r:c.w], '\n') >= 0
 }
 
 // Write writes already-encoded frames (each ending in LF) in one vectored
