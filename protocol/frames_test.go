@@ -137,3 +137,46 @@ func TestResponseEncodingRoundTrips(t *testing.T) {
 		t.Fatalf("got %s", fb)
 	}
 }
+
+// The fast envelope path and the general path must agree on every frame.
+func TestClientFrameFastPathAgreesWithGeneralPath(t *testing.T) {
+	frames := append([]string{}, frameSeeds...)
+	frames = append(frames,
+		` { "input" : {} , "operation":"host.status","requestId":"r" } `,
+		`{"requestId":"r","operation":"host.status","input":{},"requestId":"s"}`,
+		`{"requestId":"r","operation":"host.status","input":{"a":1}}`,
+		`{"requestId":"","operation":"host.status","input":{}}`,
+		`{"requestId":"\u0072","operation":"host.\u0073tatus","input":{}}`,
+		`{"requestId":1,"operation":"host.status","input":{}}`,
+		`{"requestId":"r","operation":"nope","input":{}}`,
+		`{"requestId":"r","operation":"host.status"}`,
+		`{"requestId":"r","operation":"host.status","input":{},}`,
+		`{"requestId":"r","operation":"host.status","input":{}} x`,
+		`{"kind":"hello","requestId":"r","operation":"host.status","input":{}}`,
+	)
+	for _, f := range frames {
+		fast, ferr := DecodeClientFrameText([]byte(f))
+		var slow any
+		v, serr := DecodeFrameText([]byte(f))
+		if serr == nil {
+			slow, serr = DecodeClientFrame(v)
+		}
+		if (ferr == nil) != (serr == nil) {
+			t.Errorf("%s: fast err %v, general err %v", f, ferr, serr)
+			continue
+		}
+		if ferr != nil {
+			continue
+		}
+		fb, _ := Marshal(fast)
+		sb, _ := Marshal(slow)
+		if r, ok := fast.(*Request); ok {
+			s := slow.(*Request)
+			fb, _ = AppendRequest(nil, r.RequestID, r.Operation.Key, r.Input)
+			sb, _ = AppendRequest(nil, s.RequestID, s.Operation.Key, s.Input)
+		}
+		if string(fb) != string(sb) {
+			t.Errorf("%s: fast %s, general %s", f, fb, sb)
+		}
+	}
+}

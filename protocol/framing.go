@@ -20,24 +20,33 @@ var bom = []byte{0xef, 0xbb, 0xbf}
 // value, applying protocol.md §1.2 steps 2–5: empty frame, one trailing CR,
 // strict UTF-8 with one leading BOM stripped, then JSON.
 func DecodeFrameText(frame []byte) (Value, error) {
+	text, err := frameJSONText(frame)
+	if err != nil {
+		return Value{}, err
+	}
+	v, err := Parse(text)
+	if err != nil {
+		return Value{}, &ProtocolError{Code: CodeInvalidJSON, Message: "frame is not valid JSON"}
+	}
+	return v, nil
+}
+
+// frameJSONText applies the empty, size, CR, UTF-8 and BOM rules and returns
+// the JSON text of a frame.
+func frameJSONText(frame []byte) ([]byte, error) {
 	if len(frame) == 0 {
-		return Value{}, &ProtocolError{Code: CodeInvalidFrame, Message: "frame is empty"}
+		return nil, &ProtocolError{Code: CodeInvalidFrame, Message: "frame is empty"}
 	}
 	if len(frame)+1 > MaxFrameBytes {
-		return Value{}, &ProtocolError{Code: CodeFrameTooLarge, Message: "frame exceeds 65536 bytes"}
+		return nil, &ProtocolError{Code: CodeFrameTooLarge, Message: "frame exceeds 65536 bytes"}
 	}
 	if frame[len(frame)-1] == '\r' {
 		frame = frame[:len(frame)-1]
 	}
 	if !utf8.Valid(frame) {
-		return Value{}, &ProtocolError{Code: CodeInvalidUTF8, Message: "frame is not valid UTF-8"}
+		return nil, &ProtocolError{Code: CodeInvalidUTF8, Message: "frame is not valid UTF-8"}
 	}
-	frame = bytes.TrimPrefix(frame, bom)
-	v, err := Parse(frame)
-	if err != nil {
-		return Value{}, &ProtocolError{Code: CodeInvalidJSON, Message: "frame is not valid JSON"}
-	}
-	return v, nil
+	return bytes.TrimPrefix(frame, bom), nil
 }
 
 // Splitter cuts a byte stream into frames. It never holds more than one

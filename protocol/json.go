@@ -405,6 +405,10 @@ var internedKeys = func() map[string]string {
 	} {
 		m[k] = k
 	}
+	_ = defined             // the operation table is complete
+	for op := range table { // operation names, for request envelopes
+		m[string(op)] = string(op)
+	}
 	return m
 }()
 

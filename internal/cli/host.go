@@ -32,6 +32,10 @@ stop it.
 
 The storage root is --root, else $MAKA_ROOT, else
 ${XDG_CONFIG_HOME:-~/.config}/Maka/workspaces/default.`,
+		// Without Args and RunE cobra would print help and succeed for an
+		// unknown subcommand such as "maka host bogus".
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newHostServeCommand(), newHostStatusCommand(), newHostStopCommand())
 	return cmd

@@ -87,8 +87,8 @@ type Kernel struct {
 	// draining is read lock-free on every admission.
 	draining atomic.Bool
 
-	ownerMu         sync.Mutex
-	ownerValidUntil atomic.Int64 // unix nanoseconds
+	ownerMu    sync.Mutex
+	ownerFresh atomic.Bool // a check succeeded less than OwnerCheckInterval ago
 
 	pubMu sync.Mutex
 
@@ -99,16 +99,22 @@ type Kernel struct {
 	compDrainBegun    bool
 	accepted          map[*Session]struct{}
 	handshaking       map[*transport.Conn]struct{}
-	activeOps         int64
-	activeCommands    int64
-	residencies       int64
-	retained          bool
-	idleTimer         *time.Timer
-	deadlineTimer     *time.Timer
-	deadlineFired     bool
-	changed           chan struct{} // closed and replaced on a change while watched
-	watched           bool          // someone waits on changed
-	startupDone       chan struct{}
+	// Operation counters are atomic so admission and completion take no
+	// lock; a drain and an admission race Dekker-style on draining and
+	// activeCommands (see beginOperation).
+	activeOps      atomic.Int64
+	activeCommands atomic.Int64
+	connCount      atomic.Int64 // len(accepted), readable without mu
+	idleArmed      atomic.Bool  // idleTimer != nil
+	curState       atomic.Value // protocol.HostState, readable without mu
+	residencies    int64
+	retained       bool
+	idleTimer      *time.Timer
+	deadlineTimer  *time.Timer
+	deadlineFired  bool
+	changed        chan struct{} // closed and replaced on a change while watched
+	watched        bool          // someone waits on changed
+	startupDone    chan struct{}
 
 	acceptDone chan struct{}
 	conns      sync.WaitGroup
@@ -159,6 +165,7 @@ func Start(ctx context.Context, opts Options) (*Kernel, error) {
 		acceptDone:  make(chan struct{}),
 		closed:      make(chan struct{}),
 	}
+	k.curState.Store(protocol.StateStarting)
 	k.log = log.With("hostEpoch", k.epoch)
 	k.baseCtx, k.cancel = context.WithCancel(context.Background())
 	bare := Handlers{protocol.OpHostStatus: k.statusHandler}
@@ -281,9 +288,14 @@ func (k *Kernel) ControlDirectory() string { return k.owner.ControlDirectory() }
 
 // State returns the lifecycle state.
 func (k *Kernel) State() protocol.HostState {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.state
+	st, _ := k.curState.Load().(protocol.HostState)
+	return st
+}
+
+// setStateLocked records a state change.
+func (k *Kernel) setStateLocked(st protocol.HostState) {
+	k.state = st
+	k.curState.Store(st)
 }
 
 // Done is closed when the host has shut down.
@@ -311,13 +323,14 @@ func (k *Kernel) Close(ctx context.Context) error {
 // Status returns the host.status result as seen now.
 func (k *Kernel) Status() protocol.HostStatus {
 	k.mu.Lock()
-	defer k.mu.Unlock()
+	res := k.residencies
+	k.mu.Unlock()
 	return protocol.HostStatus{
 		HostEpoch:         k.epoch,
-		State:             k.state,
-		Connections:       int64(len(k.accepted)),
-		ActiveOperations:  k.activeOps,
-		ActiveResidencies: k.residencies,
+		State:             k.State(),
+		Connections:       k.connCount.Load(),
+		ActiveOperations:  k.activeOps.Load(),
+		ActiveResidencies: res,
 	}
 }
 
@@ -349,7 +362,7 @@ func (k *Kernel) setState(state protocol.HostState) error {
 		k.mu.Unlock()
 		return ErrClosed
 	}
-	k.state = state
+	k.setStateLocked(state)
 	k.mu.Unlock()
 	if err := k.publish(); err != nil {
 		return err
@@ -515,6 +528,7 @@ func (k *Kernel) handshake(t *transport.Conn) *Session {
 		Logger:            k.log,
 	})
 	k.accepted[s] = struct{}{}
+	k.connCount.Store(int64(len(k.accepted)))
 	k.cancelIdleLocked()
 	reply := protocol.Accepted{
 		Kind: protocol.KindAccepted, HostEpoch: k.epoch, ConnectionID: connID,
@@ -541,6 +555,7 @@ func (k *Kernel) releaseConnection(s *Session) {
 	k.mu.Lock()
 	if _, ok := k.accepted[s]; ok {
 		delete(k.accepted, s)
+		k.connCount.Store(int64(len(k.accepted)))
 		k.notifyLocked()
 		k.evaluateIdleLocked()
 	}
@@ -572,12 +587,12 @@ const OwnerCheckInterval = 100 * time.Millisecond
 // ownerLost re-validates root ownership (at most once per
 // OwnerCheckInterval); on failure it commits shutdown at once.
 func (k *Kernel) ownerLost() bool {
-	if time.Now().UnixNano() < k.ownerValidUntil.Load() {
+	if k.ownerFresh.Load() {
 		return false
 	}
 	k.ownerMu.Lock()
 	defer k.ownerMu.Unlock()
-	if time.Now().UnixNano() < k.ownerValidUntil.Load() {
+	if k.ownerFresh.Load() {
 		return false
 	}
 	if err := k.owner.Assert(); err != nil {
@@ -585,7 +600,8 @@ func (k *Kernel) ownerLost() bool {
 		k.commitNow()
 		return true
 	}
-	k.ownerValidUntil.Store(time.Now().Add(OwnerCheckInterval).UnixNano())
+	k.ownerFresh.Store(true)
+	time.AfterFunc(OwnerCheckInterval, func() { k.ownerFresh.Store(false) })
 	return false
 }
 
@@ -593,22 +609,28 @@ func (k *Kernel) beginOperation(_ context.Context, spec *protocol.OperationSpec)
 	if k.draining.Load() || k.ownerLost() {
 		return nil, errDraining
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.shutdownRequested {
-		return nil, errDraining
-	}
-	if spec.Availability != protocol.AvailabilityBootstrap && k.state != protocol.StateReady {
+	if spec.Availability != protocol.AvailabilityBootstrap && k.State() != protocol.StateReady {
 		return nil, errNotReady
 	}
-	k.activeOps++
 	command := spec.Mode == protocol.ModeCommand
+	k.activeOps.Add(1)
 	if command {
-		k.activeCommands++
+		k.activeCommands.Add(1)
 	}
-	k.cancelIdleLocked()
-	k.notifyLocked()
-	return &opLease{k: k, command: command}, nil
+	// Re-check after counting: either this admission sees the drain, or the
+	// drain sees this command and waits for its seal (both are sequentially
+	// consistent atomics).
+	l := &opLease{k: k, command: command}
+	if k.draining.Load() {
+		l.Finish()
+		return nil, errDraining
+	}
+	if k.idleArmed.Load() {
+		k.mu.Lock()
+		k.cancelIdleLocked()
+		k.mu.Unlock()
+	}
+	return l, nil
 }
 
 type opLease struct {
@@ -624,11 +646,9 @@ func (l *opLease) Seal() {
 	if !l.sealed.CompareAndSwap(false, true) || !l.command {
 		return
 	}
-	l.k.mu.Lock()
-	l.k.activeCommands--
-	l.k.notifyLocked()
-	l.k.mu.Unlock()
-	l.k.maybeCommit()
+	if l.k.activeCommands.Add(-1) == 0 && l.k.draining.Load() {
+		l.k.maybeCommit()
+	}
 }
 
 func (l *opLease) Finish() {
@@ -636,11 +656,12 @@ func (l *opLease) Finish() {
 		return
 	}
 	l.Seal()
-	l.k.mu.Lock()
-	l.k.activeOps--
-	l.k.notifyLocked()
-	l.k.evaluateIdleLocked()
-	l.k.mu.Unlock()
+	if l.k.activeOps.Add(-1) == 0 {
+		l.k.mu.Lock()
+		l.k.notifyLocked()
+		l.k.evaluateIdleLocked()
+		l.k.mu.Unlock()
+	}
 }
 
 // statusHandler serves host.status from the kernel's own counters.
@@ -690,13 +711,14 @@ func (k *Kernel) RetainUntilProcessExit() {
 // ---- idle ----
 
 func (k *Kernel) trulyIdleLocked() bool {
-	return k.state == protocol.StateReady && len(k.accepted) == 0 && k.activeOps == 0 && k.residencies == 0
+	return k.state == protocol.StateReady && len(k.accepted) == 0 && k.activeOps.Load() == 0 && k.residencies == 0
 }
 
 func (k *Kernel) cancelIdleLocked() {
 	if k.idleTimer != nil {
 		k.idleTimer.Stop()
 		k.idleTimer = nil
+		k.idleArmed.Store(false)
 	}
 }
 
@@ -712,7 +734,10 @@ func (k *Kernel) evaluateIdleLocked() {
 	t = time.AfterFunc(k.opts.IdleGrace, func() {
 		k.mu.Lock()
 		fire := k.idleTimer == t && k.trulyIdleLocked() && !k.shutdownRequested
-		k.idleTimer = nil
+		if k.idleTimer == t {
+			k.idleTimer = nil
+			k.idleArmed.Store(false)
+		}
 		k.mu.Unlock()
 		if fire {
 			k.log.Info("idle grace elapsed; shutting down", "idleGrace", k.opts.IdleGrace)
@@ -720,6 +745,7 @@ func (k *Kernel) evaluateIdleLocked() {
 		}
 	})
 	k.idleTimer = t
+	k.idleArmed.Store(true)
 }
 
 // ---- drain and shutdown ----
@@ -781,7 +807,7 @@ func (k *Kernel) isClosedLocked() bool {
 // maybeCommit commits the shutdown once requested and no command is unsealed.
 func (k *Kernel) maybeCommit() {
 	k.mu.Lock()
-	ok := k.shutdownRequested && !k.committed && k.activeCommands == 0
+	ok := k.shutdownRequested && !k.committed && k.activeCommands.Load() == 0
 	k.mu.Unlock()
 	if ok {
 		k.commitNow()
@@ -797,7 +823,7 @@ func (k *Kernel) commitNow() {
 	}
 	k.requestDrainLocked()
 	k.committed = true
-	k.state = protocol.StateDraining
+	k.setStateLocked(protocol.StateDraining)
 	c := k.composition()
 	begin := c != nil && !k.compDrainBegun
 	if begin {
@@ -854,7 +880,7 @@ func (k *Kernel) closeSequence() {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		opsDrained = k.waitFor(func() bool { return k.activeOps == 0 }, time.After(ShutdownOperationGrace))
+		opsDrained = k.waitFor(func() bool { return k.activeOps.Load() == 0 }, time.After(ShutdownOperationGrace))
 	}()
 	go func() {
 		defer wg.Done()
@@ -875,7 +901,7 @@ func (k *Kernel) closeSequence() {
 		_ = t.Close()
 	}
 	// 5. operations reach zero
-	if !k.waitFor(func() bool { return k.activeOps == 0 }, nil) {
+	if !k.waitFor(func() bool { return k.activeOps.Load() == 0 }, nil) {
 		return
 	}
 	// 6. composition startup settled
@@ -961,7 +987,7 @@ func (k *Kernel) abortStartup() {
 	k.committed = true
 	k.shutdownRequested = true
 	k.draining.Store(true)
-	k.state = protocol.StateDraining
+	k.setStateLocked(protocol.StateDraining)
 	k.mu.Unlock()
 	if k.listener != nil {
 		_ = k.listener.Close()

@@ -19,7 +19,8 @@ const MaxInFlight = 64
 
 // Transport is what a Session needs from its connection.
 type Transport interface {
-	ReadFrame(timeout time.Duration) (protocol.Value, error)
+	// ReadClientFrame returns the next *protocol.Hello or *protocol.Request.
+	ReadClientFrame(timeout time.Duration) (any, error)
 	Write(frames ...[]byte) error
 	CloseWrite() error
 	Close() error
@@ -63,8 +64,10 @@ type Session struct {
 
 	mu       sync.Mutex
 	inflight map[string]struct{}
-	ended    bool // torn down or finished: no more handlers start
-	ops      sync.WaitGroup
+
+	flushBufs [][]byte // reader-owned scratch for Flush
+	ended     bool     // torn down or finished: no more handlers start
+	ops       sync.WaitGroup
 
 	teardownOnce sync.Once
 	ending       atomic.Bool
@@ -104,7 +107,7 @@ func (s *Session) Conn() *ConnInfo { return s.conn }
 func (s *Session) Run() error {
 	var endErr error
 	for {
-		v, err := s.cfg.Transport.ReadFrame(0)
+		f, err := s.cfg.Transport.ReadClientFrame(0)
 		if err != nil {
 			if transport.IsCode(err, transport.CodeReadEOF) {
 				s.drainAfterEOF()
@@ -114,7 +117,7 @@ func (s *Session) Run() error {
 			}
 			break
 		}
-		if err := s.accept(v); err != nil {
+		if err := s.accept(f); err != nil {
 			endErr = err
 			s.teardown(err)
 			break
@@ -127,11 +130,7 @@ func (s *Session) Run() error {
 
 // accept decodes one request and dispatches it; an error is fatal to the
 // connection.
-func (s *Session) accept(v protocol.Value) error {
-	f, err := protocol.DecodeClientFrame(v)
-	if err != nil {
-		return err
-	}
+func (s *Session) accept(f any) error {
 	req, ok := f.(*protocol.Request)
 	if !ok {
 		return &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "hello after acceptance"}
@@ -153,11 +152,11 @@ func (s *Session) accept(v protocol.Value) error {
 	s.ops.Add(1)
 	s.mu.Unlock()
 	if s.cfg.Inline != nil && s.cfg.Inline(req.Operation.Key) {
-		// Answered on this goroutine; the writer is woken once no further
-		// request is buffered, so a pipelined burst leaves in one write.
+		// Answered on this goroutine; once no further request is buffered
+		// the answers are written here, a pipelined burst in one write.
 		s.dispatchInline(req)
 		if !s.cfg.Transport.HasBufferedFrame() {
-			s.out.Wake()
+			s.flushBufs = s.out.Flush(s.flushBufs)
 		}
 	} else {
 		go s.dispatch(req)

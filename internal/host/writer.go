@@ -47,6 +47,7 @@ type OutboundWriter struct {
 	frames  int // queued + being written
 	bytes   int
 	closing bool
+	busy    bool // a write is in progress (loop or Flush)
 	err     error
 	wake    chan struct{}
 	done    chan struct{}
@@ -182,10 +183,13 @@ func (ow *OutboundWriter) Pending() int {
 
 func (ow *OutboundWriter) loop() {
 	defer close(ow.done)
-	bufs := make([][]byte, 0, OutboundMaxFrames)
+	var bufs [][]byte
 	for {
 		ow.mu.Lock()
-		for len(ow.queue) == 0 && !ow.closing && ow.err == nil {
+		for ow.err == nil && (ow.busy || len(ow.queue) == 0) {
+			if ow.closing && !ow.busy && len(ow.queue) == 0 {
+				break
+			}
 			ow.mu.Unlock()
 			<-ow.wake
 			ow.mu.Lock()
@@ -194,49 +198,65 @@ func (ow *OutboundWriter) loop() {
 			ow.mu.Unlock()
 			return
 		}
-		batch := ow.queue
-		ow.queue = ow.spare[:0]
 		ow.mu.Unlock()
-
-		bufs = bufs[:0]
-		size := 0
-		for _, f := range batch {
-			bufs = append(bufs, f.data)
-			size += len(f.data)
-		}
-		err := ow.w.Write(bufs...)
-
-		ow.mu.Lock()
-		ow.frames -= len(batch)
-		ow.bytes -= size
-		if err != nil {
-			if ow.err != nil {
-				err = ow.err
-			}
-			ow.failLocked(err) // unlocks
-			ow.mu.Lock()
-			err = ow.err
-			ow.mu.Unlock()
-			for _, f := range batch {
-				if f.onDone != nil {
-					f.onDone(err)
-				}
-			}
-			return
-		}
-		failed := ow.err
-		ow.mu.Unlock()
-		for i, f := range batch {
-			if f.onDone != nil {
-				f.onDone(failed)
-			}
-			batch[i] = outFrame{}
-		}
-		ow.mu.Lock()
-		ow.spare = batch[:0]
-		ow.mu.Unlock()
-		if failed != nil {
-			return
-		}
+		bufs = ow.writeOnce(bufs)
 	}
+}
+
+// Flush writes what is queued on the calling goroutine, unless a write is
+// already in progress (whoever is writing then takes the rest). The reader
+// calls it once its buffered requests are answered, saving a hand-off to
+// the writer goroutine. bufs is scratch space, returned for reuse.
+func (ow *OutboundWriter) Flush(bufs [][]byte) [][]byte {
+	return ow.writeOnce(bufs)
+}
+
+// writeOnce writes the queued frames as one vectored write if no other
+// write is in progress, then settles their callbacks.
+func (ow *OutboundWriter) writeOnce(bufs [][]byte) [][]byte {
+	ow.mu.Lock()
+	if ow.busy || ow.err != nil || len(ow.queue) == 0 {
+		ow.mu.Unlock()
+		return bufs
+	}
+	ow.busy = true
+	batch := ow.queue
+	ow.queue, ow.spare = ow.spare[:0], nil
+	ow.mu.Unlock()
+
+	bufs = bufs[:0]
+	size := 0
+	for _, f := range batch {
+		bufs = append(bufs, f.data)
+		size += len(f.data)
+	}
+	err := ow.w.Write(bufs...)
+	clear(bufs)
+
+	ow.mu.Lock()
+	ow.frames -= len(batch)
+	ow.bytes -= size
+	if err != nil {
+		ow.failLocked(err) // unlocks; the first error wins
+		ow.mu.Lock()
+	}
+	failed := ow.err
+	ow.mu.Unlock()
+	// A frame counts as written only if the writer had not failed: after a
+	// failure every unsettled frame gets the terminal error.
+	for i, f := range batch {
+		if f.onDone != nil {
+			f.onDone(failed)
+		}
+		batch[i] = outFrame{}
+	}
+	ow.mu.Lock()
+	ow.spare = batch[:0]
+	ow.busy = false
+	wake := len(ow.queue) > 0 || ow.closing || ow.err != nil
+	ow.mu.Unlock()
+	if wake {
+		ow.Wake()
+	}
+	return bufs
 }

@@ -103,6 +103,20 @@ func (c *Conn) ReadFrame(timeout time.Duration) (protocol.Value, error) {
 	return protocol.DecodeFrameText(frame)
 }
 
+// ReadClientFrame reads and decodes the next client→host frame (a
+// *protocol.Hello or *protocol.Request), with the same errors as ReadFrame.
+func (c *Conn) ReadClientFrame(timeout time.Duration) (any, error) {
+	if !c.reading.CompareAndSwap(false, true) {
+		return nil, &Error{Code: CodeConcurrentRead}
+	}
+	defer c.reading.Store(false)
+	frame, err := c.next(timeout)
+	if err != nil {
+		return nil, err
+	}
+	return protocol.DecodeClientFrameText(frame)
+}
+
 func (c *Conn) next(timeout time.Duration) ([]byte, error) {
 	if c.readErr != nil {
 		return nil, c.readErr
