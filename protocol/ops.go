@@ -63,7 +63,8 @@ type OperationSpec struct {
 	Availability Availability
 	Errors       []ErrorCode
 
-	input, output Codec
+	input, output         Codec
+	inputPath, outputPath string
 }
 
 // Declares reports whether code is one of the operation's declared errors.
@@ -78,12 +79,12 @@ func (s *OperationSpec) Declares(code ErrorCode) bool {
 
 // DecodeInput strictly decodes a request input.
 func (s *OperationSpec) DecodeInput(v Value) (any, error) {
-	return runCodec(s.input, v, string(s.Key)+".input")
+	return runCodec(s.input, v, s.inputPath)
 }
 
 // DecodeOutput strictly decodes a successful result.
 func (s *OperationSpec) DecodeOutput(v Value) (any, error) {
-	return runCodec(s.output, v, string(s.Key)+".result")
+	return runCodec(s.output, v, s.outputPath)
 }
 
 // HasCodecs reports whether both codecs are registered.
@@ -99,13 +100,16 @@ func runCodec(c Codec, v Value, path string) (out any, err error) {
 			out, err = nil, &ProtocolError{Code: CodeInvalidFrame, Message: fmt.Sprintf("%s: decoder panic: %v", path, r)}
 		}
 	}()
-	d := &D{}
+	d := dPool.Get().(*D)
+	defer func() { d.err = nil; dPool.Put(d) }()
 	out = c(d, v)
 	if d.err != nil {
 		return nil, d.err
 	}
 	return out, nil
 }
+
+var dPool = sync.Pool{New: func() any { return new(D) }}
 
 var (
 	base   = []ErrorCode{ErrHostNotReady, ErrHostDraining, ErrOperationUnavailable}
@@ -131,7 +135,8 @@ func define(key Operation, mode Mode, avail Availability, errs []ErrorCode) {
 	if _, dup := table[key]; dup {
 		panic("protocol: duplicate operation " + string(key))
 	}
-	table[key] = &OperationSpec{Key: key, Mode: mode, Availability: avail, Errors: errs}
+	table[key] = &OperationSpec{Key: key, Mode: mode, Availability: avail, Errors: errs,
+		inputPath: string(key) + ".input", outputPath: string(key) + ".result"}
 	order = append(order, key)
 }
 

@@ -102,10 +102,10 @@ type receipt struct {
 
 func enqueue(w *host.OutboundWriter, frame []byte) (*receipt, error) {
 	r := &receipt{done: make(chan struct{})}
-	err := w.Enqueue(frame, func(err error) {
+	err := w.Enqueue(frame, host.SettleFunc(func(err error) {
 		r.err = err
 		close(r.done)
-	})
+	}))
 	return r, err
 }
 

@@ -30,6 +30,9 @@ type Call struct {
 // released, independent of this call's connection.
 func (c *Call) AcquireResidency() Residency { return c.lease.AcquireResidency() }
 
+// Settle finishes the call's lease once its response is written or lost.
+func (c *Call) Settle(error) { c.lease.Finish() }
+
 // Outcome is a handler's answer.
 type Outcome struct {
 	Result any

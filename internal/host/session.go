@@ -94,7 +94,9 @@ func NewSession(cfg SessionConfig) *Session {
 		}
 	})
 	conn := cfg.Conn
-	conn.send = s.out.Enqueue
+	conn.send = func(frame []byte, onDone func(error)) error {
+		return s.out.Enqueue(frame, SettleFunc(onDone))
+	}
 	s.conn = &conn
 	return s
 }
@@ -175,7 +177,7 @@ func (s *Session) dispatch(req *protocol.Request) { s.serve(req, s.out.Enqueue) 
 
 func (s *Session) dispatchInline(req *protocol.Request) { s.serve(req, s.out.EnqueueDeferred) }
 
-func (s *Session) serve(req *protocol.Request, enqueue func([]byte, func(error)) error) {
+func (s *Session) serve(req *protocol.Request, enqueue func([]byte, Settler) error) {
 	defer s.ops.Done()
 	spec := req.Operation
 	lease, admitErr := s.cfg.BeginOperation(s.cfg.Context, spec)
@@ -196,9 +198,10 @@ func (s *Session) serve(req *protocol.Request, enqueue func([]byte, func(error))
 	if h == nil {
 		h = unavailable
 	}
-	out := s.invoke(h, &Call{RequestID: req.RequestID, Operation: spec, Input: req.Input, Conn: s.conn, lease: lease})
+	call := &Call{RequestID: req.RequestID, Operation: spec, Input: req.Input, Conn: s.conn, lease: lease}
+	out := s.invoke(h, call)
 	lease.Seal()
-	s.respond(req, out, lease, enqueue)
+	s.respond(req, out, call, enqueue)
 }
 
 func (s *Session) invoke(h Handler, call *Call) (out Outcome) {
@@ -217,19 +220,19 @@ func (s *Session) forget(requestID string) {
 	s.mu.Unlock()
 }
 
-// respond encodes, validates and queues the response. lease (may be nil) is
-// finished once the response is written or lost.
-func (s *Session) respond(req *protocol.Request, out Outcome, lease OperationLease, enqueue func([]byte, func(error)) error) {
+// respond encodes, validates and queues the response. The lease of call
+// (nil for a refused admission) is finished once the response is written or
+// lost.
+func (s *Session) respond(req *protocol.Request, out Outcome, call *Call, enqueue func([]byte, Settler) error) {
 	frame := s.encode(req, out)
 	s.forget(req.RequestID)
-	finish := func(error) {
-		if lease != nil {
-			lease.Finish()
-		}
+	var done Settler
+	if call != nil {
+		done = call
 	}
-	err := enqueue(frame, finish)
-	if err != nil {
-		finish(err)
+	err := enqueue(frame, done)
+	if err != nil && call != nil {
+		call.Settle(err)
 	}
 	if out.AfterQueued != nil {
 		out.AfterQueued(err)

@@ -27,8 +27,23 @@ func (e *OutboundQueueError) Error() string { return "outbound queue overflow: "
 var ErrWriterClosed = errors.New("writer is closed")
 
 type outFrame struct {
-	data   []byte
-	onDone func(error)
+	data []byte
+	done Settler
+}
+
+// Settler is told once whether a queued frame was written (nil) or not.
+type Settler interface {
+	Settle(err error)
+}
+
+// SettleFunc adapts a function to Settler; a nil SettleFunc does nothing.
+type SettleFunc func(err error)
+
+// Settle calls f.
+func (f SettleFunc) Settle(err error) {
+	if f != nil {
+		f(err)
+	}
 }
 
 // OutboundWriter is a connection's single serial writer: frames are written
@@ -65,11 +80,12 @@ func NewOutboundWriter(w FrameWriter, onFailure func(error)) *OutboundWriter {
 	return ow
 }
 
-// Enqueue queues one encoded frame. onDone (may be nil) is called exactly
+// Enqueue queues one encoded frame. done (may be nil) is settled exactly
 // once, from the writer goroutine or from a failing call, with nil once the
-// frame is written or with the writer's terminal error.
-func (ow *OutboundWriter) Enqueue(frame []byte, onDone func(error)) error {
-	return ow.enqueue(frame, onDone, true)
+// frame is written or with the writer's terminal error. If Enqueue returns
+// an error, done is not settled.
+func (ow *OutboundWriter) Enqueue(frame []byte, done Settler) error {
+	return ow.enqueue(frame, done, true)
 }
 
 // deferredWakeFrames is how many frames EnqueueDeferred lets accumulate
@@ -79,8 +95,8 @@ const deferredWakeFrames = 16
 // EnqueueDeferred is Enqueue for a producer that will call Wake soon (the
 // reader, once its buffered requests are answered): frames accumulate into
 // one vectored write instead of waking the writer for each.
-func (ow *OutboundWriter) EnqueueDeferred(frame []byte, onDone func(error)) error {
-	return ow.enqueue(frame, onDone, false)
+func (ow *OutboundWriter) EnqueueDeferred(frame []byte, done Settler) error {
+	return ow.enqueue(frame, done, false)
 }
 
 // Wake makes the writer write what is queued.
@@ -91,7 +107,7 @@ func (ow *OutboundWriter) Wake() {
 	}
 }
 
-func (ow *OutboundWriter) enqueue(frame []byte, onDone func(error), wake bool) error {
+func (ow *OutboundWriter) enqueue(frame []byte, done Settler, wake bool) error {
 	ow.mu.Lock()
 	if ow.closing || ow.err != nil {
 		ow.mu.Unlock()
@@ -108,7 +124,7 @@ func (ow *OutboundWriter) enqueue(frame []byte, onDone func(error), wake bool) e
 		ow.failLocked(overflow) // unlocks
 		return overflow
 	}
-	ow.queue = append(ow.queue, outFrame{data: frame, onDone: onDone})
+	ow.queue = append(ow.queue, outFrame{data: frame, done: done})
 	ow.frames++
 	ow.bytes += len(frame)
 	wake = wake || len(ow.queue) >= deferredWakeFrames
@@ -138,8 +154,8 @@ func (ow *OutboundWriter) failLocked(err error) {
 	ow.queue = nil
 	ow.mu.Unlock()
 	for _, f := range pending {
-		if f.onDone != nil {
-			f.onDone(err)
+		if f.done != nil {
+			f.done.Settle(err)
 		}
 	}
 	if ow.onFailure != nil {
@@ -245,8 +261,8 @@ func (ow *OutboundWriter) writeOnce(bufs [][]byte) [][]byte {
 	// A frame counts as written only if the writer had not failed: after a
 	// failure every unsettled frame gets the terminal error.
 	for i, f := range batch {
-		if f.onDone != nil {
-			f.onDone(failed)
+		if f.done != nil {
+			f.done.Settle(failed)
 		}
 		batch[i] = outFrame{}
 	}
