@@ -162,6 +162,9 @@ func attempt(ctx context.Context, opts Options, rootID, controlDir string, deadl
 		return Result{Kind: Unavailable, Reason: ConnectFailed, Registration: &reg, Err: err}
 	}
 	t := transport.New(nc)
+	// Cancelling ctx ends the handshake by destroying the socket.
+	stop := context.AfterFunc(ctx, func() { _ = t.Close() })
+	defer stop()
 	hsDeadline := capAt(opts.HandshakeTimeout)
 	_ = nc.SetWriteDeadline(hsDeadline)
 	hello := protocol.Hello{
@@ -170,6 +173,9 @@ func attempt(ctx context.Context, opts Options, rootID, controlDir string, deadl
 	}
 	fail := func(reason UnavailableReason, err error) Result {
 		_ = t.Close()
+		if reason == HandshakeFailed && ctx.Err() != nil {
+			err = ctx.Err()
+		}
 		return Result{Kind: Unavailable, Reason: reason, Registration: &reg, Err: err}
 	}
 	if err := t.WriteValue(hello); err != nil {
@@ -192,6 +198,9 @@ func attempt(ctx context.Context, opts Options, rootID, controlDir string, deadl
 		if h.SelectedProtocol < opts.Protocol.Min || h.SelectedProtocol > opts.Protocol.Max ||
 			h.SelectedProtocol < reg.ProtocolMin || h.SelectedProtocol > reg.ProtocolMax {
 			return fail(HandshakeFailed, errors.New("selected protocol outside the offered range"))
+		}
+		if !stop() {
+			return fail(HandshakeFailed, ctx.Err())
 		}
 		c := newConn(t, h, opts.RequestTimeout)
 		return Result{Kind: Connected, Conn: c, Registration: &reg}
@@ -242,9 +251,15 @@ type Conn struct {
 	selected       int64
 	requestTimeout time.Duration
 
-	mu       sync.Mutex
-	pending  map[string]*pendingCall
-	retired  map[string]struct{} // requests that timed out: late answers are dropped
+	mu      sync.Mutex
+	pending map[string]*pendingCall
+	// late holds requests whose caller gave up (ctx done): their answers
+	// are dropped, after the entry's function (if any) has seen a
+	// successful result.
+	late map[string]*pendingCall
+	// retired holds subscriptions failed or abandoned locally: their frames
+	// are dropped until the host has closed them.
+	retired  map[string]struct{}
 	subs     map[string]*Subscription
 	err      error
 	done     chan struct{}
@@ -256,6 +271,9 @@ type pendingCall struct {
 	done chan *protocol.Response
 	// accept validates a successful result; a failure fails the connection.
 	accept func(any) error
+	// late, if set, receives a successful result that arrives after the
+	// caller gave up, on the reader goroutine before any later frame.
+	late func(any)
 }
 
 func newConn(t *transport.Conn, a *protocol.Accepted, timeout time.Duration) *Conn {
@@ -266,6 +284,7 @@ func newConn(t *transport.Conn, a *protocol.Accepted, timeout time.Duration) *Co
 		selected:       a.SelectedProtocol,
 		requestTimeout: timeout,
 		pending:        make(map[string]*pendingCall),
+		late:           make(map[string]*pendingCall),
 		retired:        make(map[string]struct{}),
 		subs:           make(map[string]*Subscription),
 		done:           make(chan struct{}),
@@ -352,23 +371,30 @@ func (c *Conn) route(frame any, raw protocol.Value) error {
 		p, ok := c.pending[f.RequestID]
 		if ok {
 			delete(c.pending, f.RequestID)
-		} else if _, late := c.retired[f.RequestID]; late {
-			delete(c.retired, f.RequestID)
+		} else if lp, late := c.late[f.RequestID]; late {
+			delete(c.late, f.RequestID)
 			c.mu.Unlock()
+			if lp.late != nil && f.OK && f.Operation == lp.op {
+				lp.late(f.Result)
+			}
 			return nil
 		}
 		c.mu.Unlock()
 		if !ok {
 			return fmt.Errorf("response for unknown request %q", f.RequestID)
 		}
+		var err error
 		if f.Operation != p.op {
-			return fmt.Errorf("response for %q names operation %s, want %s", f.RequestID, f.Operation, p.op)
+			err = fmt.Errorf("response for %q names operation %s, want %s", f.RequestID, f.Operation, p.op)
+		} else if f.OK && p.accept != nil {
+			err = p.accept(f.Result)
 		}
-		if f.OK && p.accept != nil {
-			if err := p.accept(f.Result); err != nil {
-				close(p.done)
-				return err
-			}
+		if err != nil {
+			// The call is no longer pending, so fail does not release it:
+			// record the connection's error first, then wake the caller.
+			c.fail(err)
+			close(p.done)
+			return err
 		}
 		p.done <- f
 		return nil
@@ -383,6 +409,12 @@ func (c *Conn) route(frame any, raw protocol.Value) error {
 // deadline is bounded by the connection's request timeout. accept (may be
 // nil) checks a successful result before it is returned.
 func (c *Conn) call(ctx context.Context, op protocol.Operation, input any, accept func(any) error) (any, error) {
+	return c.callLate(ctx, op, input, accept, nil)
+}
+
+// callLate is call with late (may be nil) receiving a successful result
+// that arrives after ctx ended the call.
+func (c *Conn) callLate(ctx context.Context, op protocol.Operation, input any, accept func(any) error, late func(any)) (any, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.requestTimeout)
@@ -393,7 +425,7 @@ func (c *Conn) call(ctx context.Context, op protocol.Operation, input any, accep
 	if err != nil {
 		return nil, err
 	}
-	p := &pendingCall{op: op, done: make(chan *protocol.Response, 1), accept: accept}
+	p := &pendingCall{op: op, done: make(chan *protocol.Response, 1), accept: accept, late: late}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -406,24 +438,32 @@ func (c *Conn) call(ctx context.Context, op protocol.Operation, input any, accep
 		c.fail(fmt.Errorf("write to runtime host failed: %w", err))
 		return nil, c.Err()
 	}
+	var r *protocol.Response
+	var ok bool
 	select {
-	case r, ok := <-p.done:
-		if !ok {
-			return nil, c.Err()
-		}
-		if !r.OK {
-			return nil, &OperationError{Operation: op, Code: r.Error.Code, Message: r.Error.Message}
-		}
-		return r.Result, nil
+	case r, ok = <-p.done:
 	case <-ctx.Done():
 		c.mu.Lock()
-		if _, still := c.pending[id]; still {
+		_, still := c.pending[id]
+		if still {
 			delete(c.pending, id)
-			c.retired[id] = struct{}{}
+			c.late[id] = p
 		}
 		c.mu.Unlock()
-		return nil, ctx.Err()
+		if still {
+			return nil, ctx.Err()
+		}
+		// The answer is already being delivered, or the connection failed
+		// and is releasing the call: either settles at once.
+		r, ok = <-p.done
 	}
+	if !ok {
+		return nil, c.Err()
+	}
+	if !r.OK {
+		return nil, &OperationError{Operation: op, Code: r.Error.Code, Message: r.Error.Message}
+	}
+	return r.Result, nil
 }
 
 // Call invokes any operation with an already-built input and returns its

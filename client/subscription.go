@@ -67,7 +67,14 @@ func (s *Subscription) ID() string { return s.id }
 // before any of its frames can be read.
 func (c *Conn) OpenSubscription(ctx context.Context, sessionID string) (*Subscription, error) {
 	var sub *Subscription
-	res, err := c.call(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: sessionID}, func(r any) error {
+	// A subscription opened after the caller gave up is closed again, and
+	// its frames are dropped meanwhile.
+	late := func(r any) {
+		if open, ok := r.(protocol.SubscriptionOpenResult); ok {
+			c.retireID(open.SubscriptionID)
+		}
+	}
+	res, err := c.callLate(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: sessionID}, func(r any) error {
 		open, ok := r.(protocol.SubscriptionOpenResult)
 		switch {
 		case !ok:
@@ -91,7 +98,7 @@ func (c *Conn) OpenSubscription(ctx context.Context, sessionID string) (*Subscri
 		}
 		c.subs[open.SubscriptionID] = sub
 		return nil
-	})
+	}, late)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +112,7 @@ func (c *Conn) routePush(frame any, raw protocol.Value) error {
 	id := idv.Str()
 	c.mu.Lock()
 	s, ok := c.subs[id]
-	_, retired := c.retired["sub:"+id]
+	_, retired := c.retired[id]
 	c.mu.Unlock()
 	if !ok {
 		if retired {
@@ -123,19 +130,32 @@ func (c *Conn) routePush(frame any, raw protocol.Value) error {
 func (c *Conn) retire(s *Subscription, reason SubscriptionFailure) {
 	c.mu.Lock()
 	delete(c.subs, s.id)
-	c.retired["sub:"+s.id] = struct{}{}
 	c.mu.Unlock()
 	s.failLocal(reason)
+	c.retireID(s.id)
+}
+
+// retireID drops the frames of subscription id from now on and asks the
+// host to close it; once the host has answered, the id is forgotten. A
+// failing close fails the connection.
+func (c *Conn) retireID(id string) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.retired[id] = struct{}{}
+	c.mu.Unlock()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), DefaultRequestTimeout)
 		defer cancel()
-		_, err := c.call(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionCloseInput{SubscriptionID: s.id}, nil)
+		_, err := c.call(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionCloseInput{SubscriptionID: id}, nil)
 		if err != nil && !errors.Is(err, ErrConnectionClosed) && c.Err() == nil {
 			c.fail(fmt.Errorf("closing failed subscription: %w", err))
 			return
 		}
 		c.mu.Lock()
-		delete(c.retired, "sub:"+s.id)
+		delete(c.retired, id)
 		c.mu.Unlock()
 	}()
 }
@@ -178,12 +198,6 @@ func (s *Subscription) accept(frame any, raw protocol.Value) SubscriptionFailure
 		if str("sessionId") != s.sessionID {
 			return SubscriptionCorrelationChanged
 		}
-	case protocol.KindSubscriptionClosed:
-		s.closedSeen = true
-		s.ended = true
-		s.c.mu.Lock()
-		delete(s.c.subs, s.id)
-		s.c.mu.Unlock()
 	}
 	size, _ := protocol.EncodedSize(raw)
 	size++
@@ -192,6 +206,13 @@ func (s *Subscription) accept(frame any, raw protocol.Value) SubscriptionFailure
 	}
 	s.queue = append(s.queue, pushItem{frame: frame, size: size})
 	s.queuedBytes += size
+	if kindv.Str() == protocol.KindSubscriptionClosed {
+		s.closedSeen = true
+		s.ended = true
+		s.c.mu.Lock()
+		delete(s.c.subs, s.id)
+		s.c.mu.Unlock()
+	}
 	s.signal()
 	return ""
 }
@@ -256,7 +277,14 @@ func (s *Subscription) Close(ctx context.Context) error {
 	s.mu.Unlock()
 	_, err := s.c.call(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionCloseInput{SubscriptionID: s.id}, nil)
 	s.c.mu.Lock()
-	delete(s.c.subs, s.id)
+	if s.c.subs[s.id] == s {
+		delete(s.c.subs, s.id)
+		if err != nil {
+			// The host may still hold the subscription: drop its late
+			// frames instead of failing the connection on them.
+			s.c.retired[s.id] = struct{}{}
+		}
+	}
 	s.c.mu.Unlock()
 	s.mu.Lock()
 	s.ended = true

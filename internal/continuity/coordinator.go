@@ -52,7 +52,8 @@ type Event struct {
 	TurnID    string
 	MessageID string // deltas
 	Text      string // deltas
-	// Tool is the wire form of a tool event.
+	// Tool is the wire form of a tool event; its Type equals Type and its
+	// TurnID equals TurnID.
 	Tool protocol.SessionToolEvent
 }
 
@@ -144,9 +145,40 @@ func encodeProjection(p Projection) ([]byte, error) {
 	}{p.Session, p.RootTurn, p.Queue, p.Interactions})
 }
 
+// validateSnapshot checks that a projection published at revision encodes
+// as a wire snapshot the clients accept (protocol.md §7.2): within 56 KiB,
+// its queue of this host epoch, its root turn and interactions of the
+// session. A snapshot that fails here would make every subscriber's
+// connection fail on decode.
+func (c *Coordinator) validateSnapshot(sessionID string, p Projection, revision int64) error {
+	snap := protocol.SessionContinuitySnapshot{
+		SchemaVersion: protocol.SessionContinuitySchemaVersion, Session: p.Session, ProjectionRevision: revision,
+		RootTurn: p.RootTurn, Queue: p.Queue, Interactions: p.Interactions,
+	}
+	b, err := protocol.Marshal(snap)
+	if err != nil {
+		return fmt.Errorf("continuity: session %s projection: %w", sessionID, err)
+	}
+	v, err := protocol.Parse(b)
+	if err != nil {
+		return fmt.Errorf("continuity: session %s projection: %w", sessionID, err)
+	}
+	got, err := protocol.DecodeSessionContinuitySnapshot(v)
+	switch {
+	case err != nil:
+		return fmt.Errorf("continuity: session %s projection: %w", sessionID, err)
+	case got.Session.SessionID != sessionID:
+		return fmt.Errorf("continuity: projection of session %s names session %s", sessionID, got.Session.SessionID)
+	case got.Queue.HostEpoch != c.epoch:
+		return fmt.Errorf("continuity: session %s projection queue belongs to host epoch %s", sessionID, got.Queue.HostEpoch)
+	}
+	return nil
+}
+
 // commitLocked installs p as the session's canonical projection. If it
 // changed (or the state is new), the revision advances and existing
-// subscribers get a projection frame. It returns subscribers to pump.
+// subscribers get a projection frame. It returns subscribers to pump. A
+// projection that is not a valid wire snapshot is not committed.
 func (c *Coordinator) commitLocked(sessionID string, p Projection, create bool) (*sessionState, []*subscriber, error) {
 	enc, err := encodeProjection(p)
 	if err != nil {
@@ -157,6 +189,9 @@ func (c *Coordinator) commitLocked(sessionID string, p Projection, create bool) 
 		if !create {
 			return nil, nil, nil
 		}
+		if err := c.validateSnapshot(sessionID, p, 1); err != nil {
+			return nil, nil, err
+		}
 		st = &sessionState{id: sessionID, subscribers: make(map[*subscriber]struct{})}
 		st.projection, st.encoded, st.revision = p, enc, 1
 		c.sessions[sessionID] = st
@@ -164,6 +199,9 @@ func (c *Coordinator) commitLocked(sessionID string, p Projection, create bool) 
 	}
 	if bytes.Equal(enc, st.encoded) {
 		return st, nil, nil
+	}
+	if err := c.validateSnapshot(sessionID, p, st.revision+1); err != nil {
+		return nil, nil, err
 	}
 	st.projection, st.encoded = p, enc
 	st.revision++
@@ -287,6 +325,12 @@ func (c *Coordinator) close(_ context.Context, call *host.Call) host.Outcome {
 		c.removeLocked(s)
 	}
 	c.mu.Unlock()
+	if s != nil {
+		// A frame taken from the queue just before the removal may still be
+		// on its way to the connection; it must be queued there before this
+		// response so that nothing of the subscription follows it.
+		s.sending.Wait()
+	}
 	return host.OK(protocol.SubscriptionCloseResult{SubscriptionID: in.SubscriptionID})
 }
 
@@ -369,11 +413,25 @@ func (c *Coordinator) RefreshInLane(ctx context.Context, sessionID string) error
 }
 
 // AcceptRuntimeEvent forwards one live event of runID to the session's
-// subscribers. Events of sessions nobody subscribes to are dropped; an event
-// that does not belong to the canonical active root is rejected.
+// subscribers. Empty deltas and empty tool output or progress chunks, and
+// events of sessions nobody subscribes to, are dropped; an event that does
+// not belong to the canonical active root is rejected with
+// ErrNotCanonicalRoot, and an event of an unknown type with another error.
 func (c *Coordinator) AcceptRuntimeEvent(sessionID, runID string, ev Event) error {
-	if (ev.Type == TextDelta || ev.Type == ThinkingDelta) && ev.Text == "" {
-		return nil
+	switch ev.Type {
+	case TextDelta, ThinkingDelta:
+		if ev.Text == "" {
+			return nil
+		}
+	case protocol.ToolStart, protocol.ToolOutputDelta, protocol.ToolProgress, protocol.ToolResult:
+		if ev.Tool.Type != ev.Type {
+			return fmt.Errorf("continuity: %s event carries a %q tool event", ev.Type, ev.Tool.Type)
+		}
+		if (ev.Type == protocol.ToolOutputDelta || ev.Type == protocol.ToolProgress) && ev.Tool.Chunk == "" {
+			return nil
+		}
+	default:
+		return fmt.Errorf("continuity: unknown event type %q", ev.Type)
 	}
 	c.mu.Lock()
 	st := c.sessions[sessionID]
@@ -382,7 +440,8 @@ func (c *Coordinator) AcceptRuntimeEvent(sessionID, runID string, ev Event) erro
 		return nil
 	}
 	root := st.projection.RootTurn
-	if root == nil || root.TurnID != ev.TurnID || root.RunID != runID || root.Status.Terminal() {
+	toolTurnMismatch := ev.Type != TextDelta && ev.Type != ThinkingDelta && ev.Tool.TurnID != ev.TurnID
+	if root == nil || root.TurnID != ev.TurnID || root.RunID != runID || root.Status.Terminal() || toolTurnMismatch {
 		c.mu.Unlock()
 		return fmt.Errorf("%w: session %s turn %s run %s", ErrNotCanonicalRoot, sessionID, ev.TurnID, runID)
 	}
@@ -469,6 +528,10 @@ type subscriber struct {
 	lastFlushed int64
 	nextSeq     int64
 
+	// sending counts pump calls between taking a frame from the queue and
+	// Send returning; Add happens under c.mu and only while not removed.
+	sending sync.WaitGroup
+
 	closedReserve int
 }
 
@@ -537,8 +600,11 @@ func (s *subscriber) pump() {
 	f := s.queue[0]
 	s.queue = s.queue[1:]
 	s.inFlight = &f
+	s.sending.Add(1)
 	c.mu.Unlock()
-	if err := s.conn.Send(f.data, func(err error) { s.flushed(f, err) }); err != nil {
+	err := s.conn.Send(f.data, func(err error) { s.flushed(f, err) })
+	s.sending.Done()
+	if err != nil {
 		c.remove(s)
 	}
 }

@@ -738,10 +738,16 @@ func (k *Kernel) evaluateIdleLocked() {
 			k.idleTimer = nil
 			k.idleArmed.Store(false)
 		}
+		if fire {
+			// Decided under the lock that admits handshakes: a client
+			// arriving from now on is answered draining, never accepted
+			// and then dropped.
+			k.requestDrainLocked()
+		}
 		k.mu.Unlock()
 		if fire {
 			k.log.Info("idle grace elapsed; shutting down", "idleGrace", k.opts.IdleGrace)
-			k.RequestDrain()
+			k.RequestDrain() // begins the composition drain and commits
 		}
 	})
 	k.idleTimer = t
@@ -755,10 +761,9 @@ func (k *Kernel) evaluateIdleLocked() {
 // operation is unsealed.
 func (k *Kernel) RequestDrain() {
 	k.mu.Lock()
-	first := !k.shutdownRequested
 	k.requestDrainLocked()
 	c := k.composition()
-	begin := first && c != nil && !k.compDrainBegun
+	begin := c != nil && !k.compDrainBegun
 	if begin {
 		k.compDrainBegun = true
 	}
@@ -787,10 +792,19 @@ func (k *Kernel) deadlineExpired() {
 		return
 	}
 	k.deadlineFired = true
-	k.closeErr = ErrProcessTerminationRequired
 	k.notifyLocked()
+	k.closedLocked(ErrProcessTerminationRequired)
 	k.mu.Unlock()
 	k.log.Error("shutdown exceeded its grace period", "shutdownGrace", k.opts.ShutdownGrace)
+}
+
+// closedLocked resolves Done with err, once (the close sequence and the
+// shutdown deadline race for it).
+func (k *Kernel) closedLocked(err error) {
+	if k.isClosedLocked() {
+		return
+	}
+	k.closeErr = err
 	k.cancel()
 	close(k.closed)
 }
@@ -972,12 +986,7 @@ func (k *Kernel) finishClose(err error) {
 	if k.deadlineTimer != nil {
 		k.deadlineTimer.Stop()
 	}
-	if k.isClosedLocked() {
-		return
-	}
-	k.closeErr = err
-	k.cancel()
-	close(k.closed)
+	k.closedLocked(err)
 }
 
 // abortStartup releases everything when startup fails before the host is

@@ -150,10 +150,15 @@ func (s *Session) accept(f any) error {
 		s.mu.Unlock()
 		return &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "more than 64 requests in flight"}
 	}
-	s.inflight[req.RequestID] = struct{}{}
+	inline := s.cfg.Inline != nil && s.cfg.Inline(req.Operation.Key)
+	if !inline {
+		// An inline request is answered before the next frame is read, so
+		// it never needs tracking.
+		s.inflight[req.RequestID] = struct{}{}
+	}
 	s.ops.Add(1)
 	s.mu.Unlock()
-	if s.cfg.Inline != nil && s.cfg.Inline(req.Operation.Key) {
+	if inline {
 		// Answered on this goroutine; once no further request is buffered
 		// the answers are written here, a pipelined burst in one write.
 		s.dispatchInline(req)
@@ -166,29 +171,23 @@ func (s *Session) accept(f any) error {
 	return nil
 }
 
-func (s *Session) isEnded() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ended
-}
-
 // dispatch admits, runs and answers one request.
-func (s *Session) dispatch(req *protocol.Request) { s.serve(req, s.out.Enqueue) }
+func (s *Session) dispatch(req *protocol.Request) { s.serve(req, false) }
 
-func (s *Session) dispatchInline(req *protocol.Request) { s.serve(req, s.out.EnqueueDeferred) }
+func (s *Session) dispatchInline(req *protocol.Request) { s.serve(req, true) }
 
-func (s *Session) serve(req *protocol.Request, enqueue func([]byte, Settler) error) {
+func (s *Session) serve(req *protocol.Request, inline bool) {
 	defer s.ops.Done()
 	spec := req.Operation
 	lease, admitErr := s.cfg.BeginOperation(s.cfg.Context, spec)
 	if admitErr != nil {
-		s.respond(req, Outcome{Err: admitErr}, nil, enqueue)
+		s.respond(req, Outcome{Err: admitErr}, nil, inline)
 		return
 	}
-	if s.isEnded() {
+	if s.ending.Load() {
 		// The connection went away while admission was pending: never run.
 		lease.Finish()
-		s.forget(req.RequestID)
+		s.forget(req.RequestID, inline)
 		return
 	}
 	var h Handler
@@ -201,7 +200,7 @@ func (s *Session) serve(req *protocol.Request, enqueue func([]byte, Settler) err
 	call := &Call{RequestID: req.RequestID, Operation: spec, Input: req.Input, Conn: s.conn, lease: lease}
 	out := s.invoke(h, call)
 	lease.Seal()
-	s.respond(req, out, call, enqueue)
+	s.respond(req, out, call, inline)
 }
 
 func (s *Session) invoke(h Handler, call *Call) (out Outcome) {
@@ -214,7 +213,10 @@ func (s *Session) invoke(h Handler, call *Call) (out Outcome) {
 	return h(s.cfg.Context, call)
 }
 
-func (s *Session) forget(requestID string) {
+func (s *Session) forget(requestID string, inline bool) {
+	if inline {
+		return // never tracked
+	}
 	s.mu.Lock()
 	delete(s.inflight, requestID)
 	s.mu.Unlock()
@@ -223,57 +225,61 @@ func (s *Session) forget(requestID string) {
 // respond encodes, validates and queues the response. The lease of call
 // (nil for a refused admission) is finished once the response is written or
 // lost.
-func (s *Session) respond(req *protocol.Request, out Outcome, call *Call, enqueue func([]byte, Settler) error) {
-	frame := s.encode(req, out)
-	s.forget(req.RequestID)
+func (s *Session) respond(req *protocol.Request, out Outcome, call *Call, inline bool) {
+	frame, rejected := s.encode(req, out)
+	s.forget(req.RequestID, inline)
 	var done Settler
 	if call != nil {
 		done = call
 	}
-	err := enqueue(frame, done)
+	err := s.out.enqueueResponse(frame, done, inline)
 	if err != nil && call != nil {
 		call.Settle(err)
 	}
 	if out.AfterQueued != nil {
+		if err == nil && rejected {
+			err = errResultRejected // the client never saw this outcome
+		}
 		out.AfterQueued(err)
 	}
 }
 
+var errResultRejected = errors.New("operation result rejected by its output codec")
+
 // encode turns an outcome into a response frame. A result that fails the
 // operation's output codec, or an error code the operation does not declare,
-// becomes internal_failure.
-func (s *Session) encode(req *protocol.Request, out Outcome) []byte {
+// becomes internal_failure (rejected reports that).
+func (s *Session) encode(req *protocol.Request, out Outcome) (frame []byte, rejected bool) {
 	spec := req.Operation
 	if out.Err == nil {
-		var frame []byte
 		var err error
 		if v, ok := out.Result.(selfValidating); ok {
 			// A result with its own encoder and validator is written
 			// straight into the frame, skipping encode-parse-decode.
 			if err = v.Validate(); err == nil {
-				frame = make([]byte, 0, 224+len(req.RequestID))
-				frame = protocol.AppendSuccessHeader(frame, req.RequestID, spec.Key)
+				frame = protocol.AppendSuccessHeader(getFrame(), req.RequestID, spec.Key)
 				frame, err = protocol.FinishFrame(v.AppendJSON(frame), 0)
 			}
 		} else {
 			var res []byte
 			if res, err = protocol.Marshal(out.Result); err == nil {
 				if err = validateOutput(spec, res); err == nil {
-					frame, err = protocol.AppendSuccess(nil, req.RequestID, spec.Key, res)
+					frame, err = protocol.AppendSuccess(getFrame(), req.RequestID, spec.Key, res)
 				}
 			}
 		}
 		if err == nil {
-			return frame
+			return frame, false
 		}
 		s.log.Error("operation result rejected", "operation", spec.Key, "err", err)
 		out.Err = protocol.NewOpError(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
+		rejected = true
 	} else if !spec.Declares(out.Err.Code) || out.Err.Message == "" || protocol.UTF16Len(out.Err.Message) > 1024 {
 		s.log.Error("operation error rejected", "operation", spec.Key, "code", out.Err.Code)
 		out.Err = protocol.NewOpError(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
 	}
-	frame, _ := protocol.AppendFailure(nil, req.RequestID, spec.Key, out.Err)
-	return frame
+	frame, _ = protocol.AppendFailure(getFrame(), req.RequestID, spec.Key, out.Err)
+	return frame, rejected
 }
 
 type selfValidating interface {

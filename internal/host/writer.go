@@ -27,8 +27,21 @@ func (e *OutboundQueueError) Error() string { return "outbound queue overflow: "
 var ErrWriterClosed = errors.New("writer is closed")
 
 type outFrame struct {
-	data []byte
-	done Settler
+	data   []byte
+	done   Settler
+	pooled bool // data came from getFrame and returns to the pool once written
+}
+
+// Response frames are built in pooled buffers and recycled once written.
+var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+func getFrame() []byte { return (*framePool.Get().(*[]byte))[:0] }
+
+func putFrame(b []byte) {
+	if cap(b) <= 4096 {
+		b = b[:0]
+		framePool.Put(&b)
+	}
 }
 
 // Settler is told once whether a queued frame was written (nil) or not.
@@ -99,6 +112,16 @@ func (ow *OutboundWriter) EnqueueDeferred(frame []byte, done Settler) error {
 	return ow.enqueue(frame, done, false)
 }
 
+// enqueueResponse queues a response frame built with getFrame; the writer
+// recycles its buffer. A refused frame is recycled at once.
+func (ow *OutboundWriter) enqueueResponse(frame []byte, done Settler, deferred bool) error {
+	err := ow.enqueueFrame(outFrame{data: frame, done: done, pooled: true}, !deferred)
+	if err != nil {
+		putFrame(frame)
+	}
+	return err
+}
+
 // Wake makes the writer write what is queued.
 func (ow *OutboundWriter) Wake() {
 	select {
@@ -108,6 +131,11 @@ func (ow *OutboundWriter) Wake() {
 }
 
 func (ow *OutboundWriter) enqueue(frame []byte, done Settler, wake bool) error {
+	return ow.enqueueFrame(outFrame{data: frame, done: done}, wake)
+}
+
+func (ow *OutboundWriter) enqueueFrame(f outFrame, wake bool) error {
+	frame := f.data
 	ow.mu.Lock()
 	if ow.closing || ow.err != nil {
 		ow.mu.Unlock()
@@ -124,7 +152,7 @@ func (ow *OutboundWriter) enqueue(frame []byte, done Settler, wake bool) error {
 		ow.failLocked(overflow) // unlocks
 		return overflow
 	}
-	ow.queue = append(ow.queue, outFrame{data: frame, done: done})
+	ow.queue = append(ow.queue, f)
 	ow.frames++
 	ow.bytes += len(frame)
 	wake = wake || len(ow.queue) >= deferredWakeFrames
@@ -154,6 +182,9 @@ func (ow *OutboundWriter) failLocked(err error) {
 	ow.queue = nil
 	ow.mu.Unlock()
 	for _, f := range pending {
+		if f.pooled {
+			putFrame(f.data)
+		}
 		if f.done != nil {
 			f.done.Settle(err)
 		}
@@ -261,6 +292,9 @@ func (ow *OutboundWriter) writeOnce(bufs [][]byte) [][]byte {
 	// A frame counts as written only if the writer had not failed: after a
 	// failure every unsettled frame gets the terminal error.
 	for i, f := range batch {
+		if f.pooled {
+			putFrame(f.data)
+		}
 		if f.done != nil {
 			f.done.Settle(failed)
 		}
