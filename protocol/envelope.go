@@ -1,5 +1,7 @@
 package protocol
 
+import "sync"
+
 // decodeRequestFast decodes the common request frame — one object with the
 // keys requestId, operation and input — without building a Value for the
 // envelope. ok is false when the frame is anything else (a hello, an extra
@@ -66,11 +68,23 @@ func decodeRequestFast(text []byte) (req *Request, ok bool, err error) {
 	if spec == nil {
 		return nil, true, &ProtocolError{Code: CodeInvalidFrame, Message: "unknown operation"}
 	}
-	in, err := spec.DecodeInput(input)
-	if err != nil {
+	var in any
+	if spec.emptyInput && input.kind == KindObject && len(input.obj) == 0 {
+		in = spec.zeroInput // an exact {} input needs no codec run
+	} else if in, err = spec.DecodeInput(input); err != nil {
 		return nil, true, err
 	}
-	return &Request{RequestID: id, Operation: spec, Input: in}, true, nil
+	r := requestPool.Get().(*Request)
+	r.RequestID, r.Operation, r.Input = id, spec, in
+	return r, true, nil
+}
+
+var requestPool = sync.Pool{New: func() any { return new(Request) }}
+
+// ReleaseRequest recycles a decoded request once nothing refers to it.
+func ReleaseRequest(r *Request) {
+	*r = Request{}
+	requestPool.Put(r)
 }
 
 // rawString consumes a string literal without escapes and returns its

@@ -294,7 +294,11 @@ func AppendSuccessHeader(b []byte, requestID string, op Operation) []byte {
 	b = append(b, `{"requestId":`...)
 	b = appendString(b, requestID)
 	b = append(b, `,"operation":`...)
-	b = appendString(b, string(op))
+	if s, ok := table[op]; ok {
+		b = append(b, s.quotedKey...)
+	} else {
+		b = appendString(b, string(op))
+	}
 	return append(b, `,"ok":true,"result":`...)
 }
 

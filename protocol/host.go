@@ -15,6 +15,7 @@ type HostStatus struct {
 }
 
 func init() {
+	registerEmptyInput(OpHostStatus, HostStatusInput{})
 	registerCodec(OpHostStatus,
 		func(d *D, v Value) any {
 			d.Exact(v, "input")

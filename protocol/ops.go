@@ -65,7 +65,15 @@ type OperationSpec struct {
 
 	input, output         Codec
 	inputPath, outputPath string
+	// emptyInput marks operations whose input is exactly {}; zeroInput is
+	// its decoded value.
+	emptyInput bool
+	zeroInput  any
+	quotedKey  []byte // the key as a JSON string
 }
+
+// QuotedKey returns the operation key encoded as a JSON string.
+func (s *OperationSpec) QuotedKey() []byte { return s.quotedKey }
 
 // Declares reports whether code is one of the operation's declared errors.
 func (s *OperationSpec) Declares(code ErrorCode) bool {
@@ -136,7 +144,8 @@ func define(key Operation, mode Mode, avail Availability, errs []ErrorCode) {
 		panic("protocol: duplicate operation " + string(key))
 	}
 	table[key] = &OperationSpec{Key: key, Mode: mode, Availability: avail, Errors: errs,
-		inputPath: string(key) + ".input", outputPath: string(key) + ".result"}
+		inputPath: string(key) + ".input", outputPath: string(key) + ".result",
+		quotedKey: appendString(nil, string(key))}
 	order = append(order, key)
 }
 
@@ -177,6 +186,11 @@ func registerCodec(key Operation, input, output Codec) {
 		panic("protocol: duplicate codec for " + string(key))
 	}
 	s.input, s.output = input, output
+}
+
+// registerEmptyInput records that key's input is exactly {} decoding to zero.
+func registerEmptyInput(key Operation, zero any) {
+	table[key].emptyInput, table[key].zeroInput = true, zero
 }
 
 // DefineExtension adds an operation beyond v0 (documented in docs/protocol.md).

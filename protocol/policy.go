@@ -481,6 +481,7 @@ func decodeRuntimePolicyMutateResult(d *D, v Value) any {
 }
 
 func init() {
+	registerEmptyInput(OpRuntimePolicyQuery, RuntimePolicyQueryInput{})
 	registerCodec(OpRuntimePolicyQuery,
 		func(d *D, v Value) any {
 			d.Exact(v, "input")

@@ -665,7 +665,10 @@ func (l *opLease) Finish() {
 }
 
 // statusHandler serves host.status from the kernel's own counters.
-func (k *Kernel) statusHandler(context.Context, *Call) Outcome { return OK(k.Status()) }
+func (k *Kernel) statusHandler(_ context.Context, call *Call) Outcome {
+	call.status = k.Status()
+	return OK(&call.status)
+}
 
 // ---- residency ----
 

@@ -178,6 +178,7 @@ func (s *Session) dispatchInline(req *protocol.Request) { s.serve(req, true) }
 
 func (s *Session) serve(req *protocol.Request, inline bool) {
 	defer s.ops.Done()
+	defer protocol.ReleaseRequest(req) // nothing keeps req past its answer
 	spec := req.Operation
 	lease, admitErr := s.cfg.BeginOperation(s.cfg.Context, spec)
 	if admitErr != nil {
