@@ -182,8 +182,8 @@ func startHost(t *testing.T, extra host.Handlers) *fixture {
 	}
 	f := &fixture{t: t, root: root, closes: make(chan string, 64)}
 	k, err := host.Start(context.Background(), host.Options{
-		Owner:           owner,
-		DisableIdleExit: true,
+		Owner:     owner,
+		IdleGrace: host.MaxTimerDuration, // idle exit armed, but never within a test
 		CompositionFactory: func(_ context.Context, k *host.Kernel) (host.Composition, error) {
 			f.store = &projections{epoch: k.HostEpoch(), m: map[string]continuity.Projection{}}
 			g := lane.New()

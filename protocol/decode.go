@@ -225,22 +225,16 @@ func (o Obj) Array(key string, min, max int) ([]Value, string) {
 
 // String decodes a string whose UTF-16 length is within [min, max].
 func (d *D) String(v Value, path string, min, max int) string {
-	if d.err != nil {
-		return ""
-	}
-	if v.kind != KindString {
-		d.Fail(path, "expected a string, got %s", v.kind)
-		return ""
-	}
-	if n := UTF16Len(v.s); n < min || n > max {
-		d.Fail(path, "string length %d outside [%d, %d]", n, min, max)
-		return ""
-	}
-	return v.s
+	return d.sized(v, path, min, max, UTF16Len, "UTF-16 units")
 }
 
 // StringBytes decodes a string whose UTF-8 length is within [min, max].
 func (d *D) StringBytes(v Value, path string, min, max int) string {
+	return d.sized(v, path, min, max, func(s string) int { return len(s) }, "bytes")
+}
+
+// sized decodes a string whose size, as measured by size, is within [min, max].
+func (d *D) sized(v Value, path string, min, max int, size func(string) int, unit string) string {
 	if d.err != nil {
 		return ""
 	}
@@ -248,8 +242,8 @@ func (d *D) StringBytes(v Value, path string, min, max int) string {
 		d.Fail(path, "expected a string, got %s", v.kind)
 		return ""
 	}
-	if n := len(v.s); n < min || n > max {
-		d.Fail(path, "string of %d bytes outside [%d, %d]", n, min, max)
+	if n := size(v.s); n < min || n > max {
+		d.Fail(path, "string of %d %s outside [%d, %d]", n, unit, min, max)
 		return ""
 	}
 	return v.s

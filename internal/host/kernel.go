@@ -58,7 +58,9 @@ type CompositionFactory func(ctx context.Context, k *Kernel) (Composition, error
 type Options struct {
 	Owner *storageroot.Owner
 	// IdleGrace is how long a truly idle ready host waits before it exits;
-	// 0 means DefaultIdleGrace. DisableIdleExit turns idle exit off.
+	// 0 means DefaultIdleGrace (use a tiny duration to exit promptly).
+	// DisableIdleExit turns idle exit off; incompatible clients are then
+	// told blocked_by_residency, since waiting would never end.
 	IdleGrace        time.Duration
 	DisableIdleExit  bool
 	HandshakeTimeout time.Duration // 0 means DefaultHandshakeTimeout
@@ -496,8 +498,9 @@ func (k *Kernel) handshake(t *transport.Conn) *Session {
 		return nil
 	}
 	if !compatible {
+		// Only a host that will exit when idle may tell the client to wait.
 		replacement := protocol.ReplacementBlockedByResidency
-		if k.trulyIdleLocked() {
+		if k.trulyIdleLocked() && !k.opts.DisableIdleExit {
 			replacement = protocol.ReplacementWaitForIdleExit
 		}
 		reply := protocol.Incompatible{
