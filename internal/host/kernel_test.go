@@ -477,8 +477,8 @@ func rawStatus(t *testing.T, tc *transport.Conn, requestID string) protocol.Host
 	return r.Result.(protocol.HostStatus)
 }
 
-// domainInputs holds one valid input for every domain operation of protocol
-// v0 (all but host.status).
+// domainInputs holds one valid input for every domain operation (all but
+// host.status), v0 and extensions.
 var domainInputs = map[protocol.Operation]string{
 	protocol.OpTurnStart:              `{"sessionId":"s1","turnId":"t1","content":{"text":"hello"}}`,
 	protocol.OpTurnQuery:              `{"sessionId":"s1","turnId":"t1"}`,
@@ -504,6 +504,10 @@ var domainInputs = map[protocol.Operation]string{
 	protocol.OpCredentialVaultSet:                `{"locator":{"scope":"network_proxy","kind":"password"},"expected":null,"secret":"p"}`,
 	protocol.OpCredentialVaultDelete: `{"expected":{"locator":{"scope":"connection","connectionId":"0f8fad5b-d9cb-469f-a165-70867728950e",` +
 		`"kind":"api_key"},"credentialId":"7c9e6679-7425-40de-944b-e07fc1f90ae7","revision":2}}`,
+	protocol.OpSessionCreate:         `{"sessionId":"s1","workspace":{"kind":"host_path","path":"/w"}}`,
+	protocol.OpSessionCatalogQuery:   `{"kind":"list_start","includeArchived":false}`,
+	protocol.OpSessionLifecycleSet:   `{"sessionId":"s1","action":"archive"}`,
+	protocol.OpSessionTranscriptPage: `{"sessionId":"s1"}`,
 }
 
 // domainRequests returns a valid request per domain operation, checked
@@ -528,8 +532,8 @@ func domainRequests(t *testing.T) map[protocol.Operation]protocol.Value {
 		}
 		out[spec.Key] = v
 	}
-	if len(out) != protocol.V0Operations-1 {
-		t.Fatalf("%d domain operations, want %d", len(out), protocol.V0Operations-1)
+	if want := len(protocol.Operations()) - 1; len(out) != want || want < protocol.V0Operations-1 {
+		t.Fatalf("%d domain operations, want %d", len(out), want)
 	}
 	return out
 }

@@ -130,7 +130,7 @@ func TestConcurrentReadIsRefused(t *testing.T) {
 	<-started
 	// The first reader may not have entered ReadFrame yet; retry until the
 	// refusal is observed, then let the first read finish.
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, err := s.ReadFrame(time.Millisecond)
 		if code(err) == CodeConcurrentRead {
