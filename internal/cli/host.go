@@ -17,6 +17,7 @@ import (
 
 	"github.com/maka-agent/maka/client"
 	"github.com/maka-agent/maka/internal/control"
+	"github.com/maka-agent/maka/internal/domain"
 	"github.com/maka-agent/maka/internal/host"
 	"github.com/maka-agent/maka/internal/storageroot"
 	"github.com/maka-agent/maka/protocol"
@@ -102,7 +103,7 @@ func serve(ctx context.Context, root, expectedRootID string, idleGrace time.Dura
 		}
 		return exitf(2, "%s", msg)
 	}
-	opts := host.Options{Owner: owner, Logger: log}
+	opts := host.Options{Owner: owner, Logger: log, CompositionFactory: domain.Factory(capability.Path(), log)}
 	if idleGrace == 0 {
 		opts.DisableIdleExit = true
 	} else {

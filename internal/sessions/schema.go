@@ -1,0 +1,53 @@
+package sessions
+
+import (
+	"database/sql"
+
+	"github.com/maka-agent/maka/internal/store"
+)
+
+// catalogDocument names the row of the store's documents table whose
+// revision is the session catalog revision (CatalogRevision of
+// docs/protocol.md): it advances on every session create and every change of
+// a catalog field (lifecycle, status, lastUsedAt).
+const catalogDocument = "session_catalog"
+
+// Migration is schema version 2 of the store: the session catalog indexes,
+// the catalog revision and the transcript table. It relies only on the
+// built-in version 1 tables (sessions, run_events, documents).
+//
+// messages holds one row per transcript message of a session, in the order
+// the session produced them (seq, 1, 2, … per session). role is user,
+// assistant, thinking or tool; body is a JSON object with the text of a text
+// message or the tool fields of a tool message (see messageBody).
+var Migration = store.Migration{Version: 2, Up: migrate}
+
+func migrate(tx *sql.Tx) error {
+	for _, q := range []string{
+		// Newest-first catalog pages: ORDER BY last_used_at DESC, session_id
+		// walks these indexes without sorting; the partial one serves the
+		// default listing that hides archived sessions.
+		`CREATE INDEX sessions_catalog ON sessions (last_used_at DESC, session_id)`,
+		`CREATE INDEX sessions_catalog_active ON sessions (last_used_at DESC, session_id) WHERE archived_at IS NULL`,
+		`CREATE TABLE messages (
+			session_id TEXT NOT NULL,
+			seq        INTEGER NOT NULL,
+			message_id TEXT NOT NULL,
+			turn_id    TEXT NOT NULL,
+			run_id     TEXT NOT NULL,
+			role       TEXT NOT NULL,
+			created_at INTEGER NOT NULL,
+			body       TEXT NOT NULL,
+			PRIMARY KEY (session_id, seq)
+		)`,
+		// Finishing a streamed message or a tool call finds its row by id.
+		`CREATE INDEX messages_by_id ON messages (session_id, message_id)`,
+		`INSERT INTO documents (name, revision, body) VALUES ('` + catalogDocument + `', 0, '{}')
+			ON CONFLICT (name) DO NOTHING`,
+	} {
+		if _, err := tx.Exec(q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
