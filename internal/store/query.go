@@ -19,6 +19,11 @@ type Querier interface {
 	QueryRow(query string, args ...any) *Row
 }
 
+var (
+	_ Querier = (*Tx)(nil)
+	_ Querier = (*querier)(nil)
+)
+
 // Row is the result of QueryRow.
 type Row struct {
 	rows *sql.Rows

@@ -5,12 +5,13 @@
 // # Write path
 //
 // Every mutation goes through Write. Write enqueues its function on a bounded
-// queue and waits. One writer goroutine owned by the Store takes everything
-// that is queued (up to Options.MaxBatch), opens one transaction (BEGIN
-// IMMEDIATE on the single writer connection) and runs each function inside its
-// own SAVEPOINT: a function that fails is rolled back to its savepoint alone
-// and gets its own error, the others stay in the transaction. Then the writer
-// issues one COMMIT. With journal_mode=WAL and synchronous=FULL, COMMIT is
+// queue and waits. One writer goroutine owned by the Store opens one
+// transaction (BEGIN IMMEDIATE on the single writer connection) for what is
+// queued and runs each function inside its own SAVEPOINT: a function that
+// fails is rolled back to its savepoint alone and gets its own error, the
+// others stay in the transaction. Functions queued while the transaction runs
+// join it, up to Options.MaxBatch functions; when the queue is empty the
+// writer issues one COMMIT. With journal_mode=WAL and synchronous=FULL, COMMIT is
 // where bytes hit the disk: SQLite appends the transaction's modified pages as
 // frames to "<db>-wal", the last frame carrying the commit mark, and calls
 // fsync on the WAL before COMMIT returns. Only then are the callers of the
@@ -157,6 +158,7 @@ type Store struct {
 	maxBatch  int
 	wstmts    *stmtCache  // writer statements
 	rstmts    *stmtCache  // reader statements
+	pending   []*writeReq // requests of the writer's current transaction
 	okBuf     []*writeReq // writer scratch space
 	sinceCkpt int         // commits since the checkpointer was woken (writer only)
 
@@ -366,7 +368,7 @@ func (s *Store) Path() string { return s.path }
 // SchemaVersion returns the schema version the database was migrated to.
 func (s *Store) SchemaVersion() int { return s.schema }
 
-// Stats returns the writer's counters.
+// Stats returns the counters of the writer and the checkpointer.
 func (s *Store) Stats() Stats {
 	return Stats{
 		Batches:        s.batches.Load(),

@@ -110,11 +110,10 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) error {
 	return res.err
 }
 
-// run is the writer goroutine: it takes every queued request (up to
-// maxBatch) and commits them in one transaction.
+// run is the writer goroutine. It waits for a request, then commits
+// everything that is queued in one transaction.
 func (s *Store) run() {
 	defer close(s.writerDone)
-	batch := make([]*writeReq, 0, s.maxBatch)
 	for {
 		var first *writeReq
 		select {
@@ -127,61 +126,71 @@ func (s *Store) run() {
 				return
 			}
 		}
-		batch = append(batch[:0], first)
-		batch = s.fill(batch)
-		// Callers acknowledged by the previous commit are about to queue
-		// their next write: yield while that makes the batch grow, so that
-		// they join this batch instead of waiting for the next fsync.
-		for len(batch) < s.maxBatch {
-			n := len(batch)
-			runtime.Gosched()
-			if batch = s.fill(batch); len(batch) == n {
-				break
-			}
+		s.pending = append(s.pending[:0], first)
+		s.gather()
+		for len(s.pending) > 0 {
+			// Keep what the transaction did not run for the next one.
+			n := copy(s.pending, s.pending[s.runTx():])
+			clear(s.pending[n:])
+			s.pending = s.pending[:n]
 		}
-		for rest := batch; len(rest) > 0; {
-			rest = s.runTx(rest)
-		}
-		clear(batch)
 	}
 }
 
-// fill appends queued requests to batch without blocking, up to maxBatch.
-func (s *Store) fill(batch []*writeReq) []*writeReq {
-	for len(batch) < s.maxBatch {
+// gather lets the callers acknowledged by the previous commit queue their
+// next write before the transaction starts: the writer yields while that
+// makes s.pending grow (it woke them, so they wait in its run queue).
+func (s *Store) gather() {
+	for s.fill(); len(s.pending) < s.maxBatch; {
+		n := len(s.pending)
+		runtime.Gosched()
+		if s.fill(); len(s.pending) == n {
+			return
+		}
+	}
+}
+
+// fill appends queued requests to s.pending without blocking, up to
+// maxBatch. Once Close gave up waiting, queued requests are left for the
+// writer loop to reject.
+func (s *Store) fill() {
+	for len(s.pending) < s.maxBatch && !isClosed(s.abandon) {
 		select {
 		case r := <-s.queue:
-			batch = append(batch, r)
+			s.pending = append(s.pending, r)
 		default:
-			return batch
+			return
 		}
 	}
-	return batch
 }
 
-// runTx runs reqs in one transaction and acknowledges them. When the
-// transaction aborts midway it returns the requests that did not run yet, to
-// be retried in a fresh transaction.
-func (s *Store) runTx(reqs []*writeReq) (carry []*writeReq) {
+// runTx runs the requests in s.pending in one transaction, acknowledges them
+// and returns the index of the first request it did not run. Requests queued
+// while the transaction runs join it, up to maxBatch: the callers
+// acknowledged by the previous commit queue their next write while this
+// transaction executes, and share its fsync. When the transaction aborts
+// midway, the requests after the one that broke it are left for a fresh
+// transaction.
+func (s *Store) runTx() (next int) {
 	if isClosed(s.abandon) {
-		finishAll(reqs, ErrClosed)
-		return nil
+		finishAll(s.pending, ErrClosed)
+		return len(s.pending)
 	}
 	if err := s.Err(); err != nil {
-		finishAll(reqs, err)
-		return nil
+		finishAll(s.pending, err)
+		return len(s.pending)
 	}
 	s.batches.Add(1)
 	if h := s.hooks.begin; h != nil {
 		if err := h(); err != nil {
-			finishAll(reqs, persistenceError("begin", err))
-			return nil
+			finishAll(s.pending, persistenceError("begin", err))
+			return len(s.pending)
 		}
 	}
 	tx, err := s.wdb.BeginTx(context.Background(), nil)
 	if err != nil {
-		finishAll(reqs, persistenceError("begin", err))
-		return nil
+		finishAll(s.pending, persistenceError("begin", err))
+		return len(s.pending)
 	}
 	stmts := s.wstmts.scope(context.Background(), tx)
 	defer stmts.end()
@@ -189,7 +198,13 @@ func (s *Store) runTx(reqs []*writeReq) (carry []*writeReq) {
 	ok := s.okBuf[:0]
 	defer func() { clear(ok); s.okBuf = ok[:0] }()
 	ran := 0
-	for i, r := range reqs {
+	for i := 0; ; i++ {
+		if i == len(s.pending) {
+			if s.fill(); i == len(s.pending) {
+				break
+			}
+		}
+		r := s.pending[i]
 		if err := r.ctx.Err(); err != nil {
 			r.finish(err)
 			continue
@@ -207,7 +222,7 @@ func (s *Store) runTx(reqs []*writeReq) (carry []*writeReq) {
 				res.err = abort
 			}
 			r.done <- res
-			return reqs[i+1:]
+			return i + 1
 		}
 		if res.err != nil || res.panicked != nil {
 			// Rolled back to its savepoint: the outcome is final already.
@@ -219,7 +234,7 @@ func (s *Store) runTx(reqs []*writeReq) (carry []*writeReq) {
 	s.recordBatch(ran)
 	if len(ok) == 0 {
 		_ = tx.Rollback()
-		return nil
+		return len(s.pending)
 	}
 	if err := s.commit(tx); err != nil {
 		// database/sql reports ErrTxDone when the commit did run.
@@ -230,7 +245,7 @@ func (s *Store) runTx(reqs []*writeReq) (carry []*writeReq) {
 			s.failStop.CompareAndSwap(nil, &stopErr)
 		}
 		finishAll(ok, fmt.Errorf("%w: commit: %w", ErrCommitOutcomeUnknown, err))
-		return nil
+		return len(s.pending)
 	}
 	finishAll(ok, nil)
 	if s.sinceCkpt++; s.sinceCkpt >= checkpointEvery {
@@ -240,7 +255,7 @@ func (s *Store) runTx(reqs []*writeReq) (carry []*writeReq) {
 		default: // still busy with the previous round
 		}
 	}
-	return nil
+	return len(s.pending)
 }
 
 // runOne runs one request inside its savepoint. txErr reports that the
