@@ -59,6 +59,10 @@ import (
 //     the output (at most TranscriptToolOutputMaxBytes, and short enough
 //     once JSON-escaped that a transcript page always admits it).
 //
+// The transcript row of a message whose text is final does not copy the
+// text: it points at the run event that carries it (user_message or
+// *_complete), so each final text is stored once.
+//
 // Any other type is stored as is and does not touch the transcript. Payloads
 // must be JSON; payloads of the types above may carry more fields than the
 // Go structs name (they are stored unchanged).
@@ -160,7 +164,9 @@ func (s *Service) AppendRunEvents(ctx context.Context, sessionID, runID string, 
 
 // AppendRunEventsTx is AppendRunEvents inside the caller's write
 // transaction. It reports whether the session header changed; the caller
-// then notifies the projection's readers once its write returned.
+// then notifies the projection's readers once its write returned. After an
+// error the caller's function must fail too, so that the store rolls back
+// the part of the batch already applied.
 func AppendRunEventsTx(tx *store.Tx, sessionID, runID string, events []RunEvent) (headerChanged bool, err error) {
 	if !protocol.IsEntityID(sessionID) || !protocol.IsEntityID(runID) {
 		return false, fmt.Errorf("%w: session id %q or run id %q is not an entity id", ErrInvalidRunEvent, sessionID, runID)
@@ -246,17 +252,21 @@ func SetSessionStatus(tx *store.Tx, sessionID string, status protocol.SessionSta
 	if err != nil {
 		return false, err
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		if err == nil {
-			var one int
-			err = tx.QueryRow(`SELECT 1 FROM sessions WHERE session_id = ?`, sessionID).Scan(&one)
-			if errors.Is(err, sql.ErrNoRows) {
-				err = ErrSessionNotFound
-			}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, err
+	}
+	if n == 1 {
+		return true, bumpCatalog(tx)
+	}
+	var one int
+	if err := tx.QueryRow(`SELECT 1 FROM sessions WHERE session_id = ?`, sessionID).Scan(&one); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, ErrSessionNotFound
 		}
 		return false, err
 	}
-	return true, bumpCatalog(tx)
+	return false, nil
 }
 
 func isDelta(typ string) bool { return typ == EventTextDelta || typ == EventThinkingDelta }
@@ -308,11 +318,12 @@ func checkToolIDs(turnID, toolUseID string) error {
 
 // messageBody is the body column of a messages row.
 type messageBody struct {
-	Text string `json:"text,omitempty"`
-	// Streaming marks a text assembled from deltas whose final text has not
-	// been recorded; DeltaSeq is the Seq of the last delta applied.
-	Streaming bool  `json:"streaming,omitempty"`
-	DeltaSeq  int64 `json:"deltaSeq,omitempty"`
+	// Text is the text assembled from deltas while Streaming: the final
+	// text has not been recorded yet. DeltaSeq is the Seq of the last delta
+	// applied.
+	Text      string `json:"text,omitempty"`
+	Streaming bool   `json:"streaming,omitempty"`
+	DeltaSeq  int64  `json:"deltaSeq,omitempty"`
 
 	ToolUseID string `json:"toolUseId,omitempty"`
 	ToolName  string `json:"toolName,omitempty"`
@@ -360,7 +371,7 @@ func (r *recorder) derive(ev RunEvent) error {
 		if err := json.Unmarshal(ev.Payload, &p); err != nil {
 			return err
 		}
-		if err := r.finishText(textRole(ev.Type), p, ev.TS); err != nil {
+		if err := r.finishText(textRole(ev.Type), p, ev); err != nil {
 			return err
 		}
 		if ev.Type == EventUserMessage {
@@ -443,26 +454,28 @@ func (r *recorder) updateMessage(seq int64, body messageBody) error {
 	return err
 }
 
-// finishText records the final text of a text message. A message without
-// text has no transcript entry.
-func (r *recorder) finishText(role protocol.TranscriptRole, p MessagePayload, ts int64) error {
-	text := strings.ToValidUTF8(p.Text, "\uFFFD")
-	seq, body, err := r.findMessage(p.MessageID, role)
+// finishText records the final text of a text message, carried by the
+// payload of ev: the message's row points at ev. A message without text has
+// no transcript entry.
+func (r *recorder) finishText(role protocol.TranscriptRole, p MessagePayload, ev RunEvent) error {
+	seq, _, err := r.findMessage(p.MessageID, role)
 	switch {
 	case err != nil:
 		return err
-	case seq == 0 && text == "":
+	case seq == 0 && p.Text == "":
 		return nil
-	case seq == 0:
-		return r.insertMessage(p.MessageID, p.TurnID, role, ts, messageBody{Text: text})
-	case text == "":
+	case p.Text == "":
 		_, err := r.tx.Exec(`DELETE FROM messages WHERE session_id = ? AND seq = ?`, r.sessionID, seq)
 		return err
+	case seq == 0:
+		_, err := r.tx.Exec(`INSERT INTO messages (session_id, seq, message_id, turn_id, run_id, role, created_at, body, event_seq)
+			VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = ?1), ?2, ?3, ?4, ?5, ?6, '{}', ?7)`,
+			r.sessionID, p.MessageID, p.TurnID, r.runID, string(role), ev.TS, ev.Seq)
+		return err
 	}
-	if body.Text == text && !body.Streaming {
-		return nil
-	}
-	return r.updateMessage(seq, messageBody{Text: text})
+	_, err = r.tx.Exec(`UPDATE messages SET body = '{}', run_id = ?, event_seq = ? WHERE session_id = ? AND seq = ?`,
+		r.runID, ev.Seq, r.sessionID, seq)
+	return err
 }
 
 // applyDeltas collapses the leading run of events that are deltas of the
@@ -497,6 +510,8 @@ func (r *recorder) applyDeltas(events []RunEvent) (int, error) {
 	if seq != 0 && !body.Streaming {
 		return n, nil // the final text is recorded already
 	}
+	// Rows inserted here are the only ones with a text body; their
+	// event_seq is NULL until the final text arrives.
 	var text strings.Builder
 	text.WriteString(body.Text)
 	last := body.DeltaSeq
@@ -572,15 +587,7 @@ func preview(s string, maxRaw, maxEscaped int) (string, bool) {
 	raw, escaped := 0, 0
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
-		rc, ec := size, size
-		switch {
-		case r == utf8.RuneError && size == 1:
-			rc, ec = 3, 6
-		case r == '"' || r == '\\' || r == '\b' || r == '\f' || r == '\n' || r == '\r' || r == '\t':
-			ec = 2
-		case r < 0x20:
-			ec = 6
-		}
+		rc, ec := runeCost(r, size)
 		if raw+rc > maxRaw || escaped+ec > maxEscaped {
 			return s[:i], true
 		}
@@ -589,4 +596,55 @@ func preview(s string, maxRaw, maxEscaped int) (string, bool) {
 		i += size
 	}
 	return s, false
+}
+
+// asciiCost[c] is the number of bytes protocol.Marshal writes for the
+// ASCII character c inside a string, and invalidCost the number it writes
+// for an invalid UTF-8 byte; both are measured from the encoder itself.
+// Other characters are written raw.
+var asciiCost, invalidCost = func() ([utf8.RuneSelf]int, int) {
+	var costs [utf8.RuneSelf]int
+	for c := range costs {
+		costs[c] = marshaledLen(string(rune(c)))
+	}
+	return costs, marshaledLen("\xff")
+}()
+
+func marshaledLen(s string) int {
+	b, err := protocol.Marshal(s)
+	if err != nil {
+		return 6 // the longest escape of one character
+	}
+	return len(b) - 2
+}
+
+// runeCost returns the UTF-8 length of one decoded rune of a string as a
+// receiver sees it (an invalid byte arrives as U+FFFD) and the number of
+// bytes protocol.Marshal writes for it.
+func runeCost(r rune, size int) (raw, escaped int) {
+	switch {
+	case r == utf8.RuneError && size == 1:
+		return 3, invalidCost
+	case r < utf8.RuneSelf:
+		return 1, asciiCost[r]
+	}
+	return size, size
+}
+
+// stringSize returns the length of s encoded as a JSON string by
+// protocol.Marshal.
+func stringSize(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			n += asciiCost[c]
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		_, ec := runeCost(r, size)
+		n += ec
+		i += size
+	}
+	return n
 }

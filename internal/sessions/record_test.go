@@ -209,10 +209,10 @@ func TestTranscriptErrorsAndEdges(t *testing.T) {
 		t.Fatalf("page = %+v", page)
 	}
 	// A cursor belongs to its session.
-	expectErr(t, f.transcriptPage("s2", *page.NextCursor, 0), protocol.ErrInvalidRequest, MessageInvalidTranscriptCurs)
+	expectErr(t, f.transcriptPage("s2", *page.NextCursor, 0), protocol.ErrInvalidRequest, MessageInvalidTranscriptCursor)
 	for _, bad := range []string{"x", encodeCursor("t1:0:1:s1"), encodeCursor("t1:1:0:s1"), encodeCursor("c1:1:1:s1"),
 		encodeCursor("t1:01:1:s1"), *page.NextCursor + "A"} {
-		expectErr(t, f.transcriptPage("s1", bad, 0), protocol.ErrInvalidRequest, MessageInvalidTranscriptCurs)
+		expectErr(t, f.transcriptPage("s1", bad, 0), protocol.ErrInvalidRequest, MessageInvalidTranscriptCursor)
 	}
 	rest := expectOK[protocol.SessionTranscriptPage](t, f.transcriptPage("s1", *page.NextCursor, 2))
 	if len(rest.Messages) != 1 || rest.Messages[0].MessageID != "m2" || rest.NextCursor != nil {
@@ -554,11 +554,22 @@ func TestSetSessionStatus(t *testing.T) {
 // point where it stops fitting a page, byte by byte.
 func TestTranscriptPageExactByteBound(t *testing.T) {
 	f := newFixture(t)
-	const lo, hi = 15800, 16384
+	sessionID := func(n int, tail bool) string {
+		return fmt.Sprintf("s%05d-%v", n, map[bool]int{false: 0, true: 1}[tail])
+	}
+	// Calibrate: the room two full parts leave for the third entry's text.
+	entry := func(id, text string) protocol.TranscriptMessage {
+		return protocol.TranscriptMessage{MessageID: id, TurnID: "t1", Role: protocol.TranscriptRoleAssistant, CreatedAt: 1, Part: 1, Text: text}
+	}
+	used, _ := protocol.EncodedSize(protocol.SessionTranscriptPage{SessionID: sessionID(0, false), Messages: []protocol.TranscriptMessage{
+		entry("a", strings.Repeat("a", 16384)), entry("b", strings.Repeat("b", 16384)), entry("c", ""),
+	}})
+	room := protocol.SessionTranscriptPageMaxBytes - used
+	lo, hi := room-40, min(room+5, protocol.TranscriptTextMaxBytes)
 	err := f.st.Write(testCtx(t), func(tx *store.Tx) error {
 		for n := lo; n <= hi; n++ {
 			for _, tail := range []bool{false, true} {
-				sid := fmt.Sprintf("s%d-%v", n, tail)
+				sid := sessionID(n, tail)
 				if _, err := tx.Exec(`INSERT INTO sessions (session_id, created_at, last_used_at, status, document) VALUES (?, 1, 1, 'active', '{"workspace":{"kind":"host_path","path":"/w"},"modelTarget":{"kind":"default"},"permissionMode":"ask"}')`, sid); err != nil {
 					return err
 				}
@@ -583,7 +594,7 @@ func TestTranscriptPageExactByteBound(t *testing.T) {
 	sawBoth := map[int]bool{}
 	for n := lo; n <= hi; n++ {
 		for _, tail := range []bool{false, true} {
-			sid := fmt.Sprintf("s%d-%v", n, tail)
+			sid := sessionID(n, tail)
 			page := expectOK[protocol.SessionTranscriptPage](t, f.transcriptPage(sid, "", 64))
 			k := len(page.Messages)
 			sawBoth[k] = true

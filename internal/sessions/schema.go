@@ -18,8 +18,10 @@ const catalogDocument = "session_catalog"
 //
 // messages holds one row per transcript message of a session, in the order
 // the session produced them (seq, 1, 2, … per session). role is user,
-// assistant, thinking or tool; body is a JSON object with the text of a text
-// message or the tool fields of a tool message (see messageBody).
+// assistant, thinking or tool; body is a JSON object with the tool fields of
+// a tool message or the text of a text message still being streamed (see
+// messageBody). The final text of a text message is not copied: event_seq
+// names the run_events row (run_id, event_seq) whose payload carries it.
 var Migration = store.Migration{Version: 2, Up: migrate}
 
 func migrate(tx *sql.Tx) error {
@@ -38,6 +40,7 @@ func migrate(tx *sql.Tx) error {
 			role       TEXT NOT NULL,
 			created_at INTEGER NOT NULL,
 			body       TEXT NOT NULL,
+			event_seq  INTEGER NULL,
 			PRIMARY KEY (session_id, seq)
 		)`,
 		// Finishing a streamed message or a tool call finds its row by id.

@@ -34,14 +34,15 @@ import (
 
 // Operation error messages.
 const (
-	MessageSessionConflict       = "Session already exists with different settings"
-	MessageSessionNotFound       = "Session was not found"
-	MessageSessionBusy           = "Session has an active root turn"
-	MessageInvalidCreateInput    = "Session create input is invalid"
-	MessageInvalidCatalogCursor  = "Invalid session catalog cursor"
-	MessageInvalidTranscriptCurs = "Invalid session transcript cursor"
-	MessagePersistenceFailed     = "Session store persistence failed"
-	MessageCommitOutcomeUnknown  = "Session store commit outcome is unknown"
+	MessageSessionConflict         = "Session already exists with different settings"
+	MessageSessionNotFound         = "Session was not found"
+	MessageSessionBusy             = "Session has an active root turn"
+	MessageInvalidCreateInput      = "Session create input is invalid"
+	MessageInvalidCatalogCursor    = "Invalid session catalog cursor"
+	MessageInvalidTranscriptCursor = "Invalid session transcript cursor"
+	MessageInvalidTranscriptLimit  = "Invalid session transcript limit"
+	MessagePersistenceFailed       = "Session store persistence failed"
+	MessageCommitOutcomeUnknown    = "Session store commit outcome is unknown"
 )
 
 // Domain errors returned by the write functions (never storage faults).

@@ -1031,7 +1031,7 @@ func TestCatalogPageExactByteBound(t *testing.T) {
 	room := protocol.SessionCatalogPageMaxBytes - used - 1 - (fixed - 1)
 	seen := map[int]bool{}
 	for _, tail := range []bool{false, true} {
-		for pathLen := room - 300; pathLen <= room+20; pathLen++ {
+		for pathLen := room - 80; pathLen <= room+20; pathLen++ {
 			// Eleven sessions of ~4.2 KB, then the one whose size varies,
 			// then (with tail) one more, so that a cursor is needed.
 			var hs []header
@@ -1073,4 +1073,52 @@ func TestCatalogPageExactByteBound(t *testing.T) {
 	if !seen[11] || !seen[12] {
 		t.Fatalf("the sizes did not cross the bound: page sizes seen %v", seen)
 	}
+}
+
+func TestSummarySize(t *testing.T) {
+	at := int64(protocol.MaxSafeInteger)
+	strs := []string{"", "a", "\x00\x01\x1f", "\"\\\b\f\n\r\t", "<>&\x7f", "\u2028\u2029", "é✓😀", "\xff\xfe", "a\xe2\x80", strings.Repeat("x\x02", 300)}
+	n := 0
+	for _, a := range strs {
+		for _, b := range strs {
+			n++
+			s := protocol.SessionSummary{
+				SessionID: fmt.Sprintf("s-%d", n), Name: a, Workspace: ws("/" + b),
+				Labels: []string{a, b}, ModelTarget: protocol.ModelTarget{Kind: protocol.ModelTargetDefault},
+				PermissionMode: "ask", Status: protocol.SessionWaitingForUser, CreatedAt: int64(n), LastUsedAt: int64(n) * 1_000_003,
+			}
+			switch n % 3 {
+			case 0:
+				s.ModelTarget = protocol.ModelTarget{Kind: protocol.ModelTargetExplicit, ConnectionSlug: b, Model: a}
+				s.IsArchived, s.ArchivedAt = true, &at
+			case 1:
+				s.Labels = nil
+			}
+			want, err := protocol.EncodedSize(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := summarySize(s); got != want {
+				t.Fatalf("summarySize(%+v) = %d, want %d", s, got, want)
+			}
+		}
+	}
+}
+
+// FuzzParseCursors checks that cursor parsing never panics and accepts only
+// the canonical form of a cursor.
+func FuzzParseCursors(f *testing.F) {
+	f.Add(catalogCursor{Revision: 3, IncludeArchived: true, LastUsedAt: 17, SessionID: "s-1"}.encode())
+	f.Add(transcriptCursor{SessionID: "s-1", Seq: 4, Part: 2}.encode())
+	f.Add(encodeCursor("c1:1:0:1:"))
+	f.Add(encodeCursor("t1:1:1:a:b"))
+	f.Add("")
+	f.Fuzz(func(t *testing.T, s string) {
+		if c, ok := parseCatalogCursor(s); ok && c.encode() != s {
+			t.Fatalf("catalog cursor %q parsed to %+v", s, c)
+		}
+		if c, ok := parseTranscriptCursor(s); ok && (c.encode() != s || c.Seq < 1 || c.Part < 1) {
+			t.Fatalf("transcript cursor %q parsed to %+v", s, c)
+		}
+	})
 }

@@ -52,13 +52,13 @@ func (s *Service) handleTranscriptPage(ctx context.Context, call *host.Call) hos
 	}
 	limit := in.PageLimit()
 	if limit < 1 || limit > protocol.SessionTranscriptMaxLimit {
-		return host.Fail(protocol.ErrInvalidRequest, "Invalid session transcript limit")
+		return host.Fail(protocol.ErrInvalidRequest, MessageInvalidTranscriptLimit)
 	}
 	start := transcriptCursor{SessionID: in.SessionID, Seq: 1, Part: 1}
 	if in.Cursor != "" {
 		c, ok := parseTranscriptCursor(in.Cursor)
 		if !ok || c.SessionID != in.SessionID {
-			return host.Fail(protocol.ErrInvalidRequest, MessageInvalidTranscriptCurs)
+			return host.Fail(protocol.ErrInvalidRequest, MessageInvalidTranscriptCursor)
 		}
 		start = c
 	}
@@ -130,8 +130,9 @@ func readTranscriptPage(q store.Querier, start transcriptCursor, limit int) (pro
 	if err != nil {
 		return page, err
 	}
-	rows, err := q.Query(`SELECT seq, message_id, turn_id, role, created_at, body FROM messages
-		WHERE session_id = ? AND seq >= ? ORDER BY seq`, start.SessionID, start.Seq)
+	rows, err := q.Query(`SELECT m.seq, m.message_id, m.turn_id, m.role, m.created_at, m.body, m.event_seq, e.payload
+		FROM messages m LEFT JOIN run_events e ON e.run_id = m.run_id AND e.seq = m.event_seq
+		WHERE m.session_id = ? AND m.seq >= ? ORDER BY m.seq`, start.SessionID, start.Seq)
 	if err != nil {
 		return page, err
 	}
@@ -195,19 +196,32 @@ func readTranscriptPage(q store.Querier, start transcriptCursor, limit int) (pro
 	return page, nil
 }
 
-// scanTranscriptRow scans one messages row and expands it: a text message
-// into the parts of SplitTranscriptText, a tool message into one entry with
-// its output preview.
+// scanTranscriptRow scans one messages row (with the payload of the run
+// event holding its final text, if any) and expands it: a text message into
+// the parts of SplitTranscriptText, a tool message into one entry with its
+// output preview.
 func scanTranscriptRow(rows *sql.Rows) (transcriptRow, error) {
 	var row transcriptRow
 	var messageID, turnID, role, body string
 	var createdAt int64
-	if err := rows.Scan(&row.seq, &messageID, &turnID, &role, &createdAt, &body); err != nil {
+	var eventSeq sql.NullInt64
+	var payload sql.NullString
+	if err := rows.Scan(&row.seq, &messageID, &turnID, &role, &createdAt, &body, &eventSeq, &payload); err != nil {
 		return row, err
 	}
 	var b messageBody
 	if err := json.Unmarshal([]byte(body), &b); err != nil {
 		return row, fmt.Errorf("%w: message %s: %w", errCorrupt, messageID, err)
+	}
+	if eventSeq.Valid {
+		var p MessagePayload
+		if !payload.Valid {
+			return row, fmt.Errorf("%w: message %s: run event %d is missing", errCorrupt, messageID, eventSeq.Int64)
+		}
+		if err := json.Unmarshal([]byte(payload.String), &p); err != nil {
+			return row, fmt.Errorf("%w: message %s: %w", errCorrupt, messageID, err)
+		}
+		b.Text = p.Text
 	}
 	head := protocol.TranscriptMessage{MessageID: messageID, TurnID: turnID, Role: protocol.TranscriptRole(role), CreatedAt: createdAt, Part: 1}
 	switch head.Role {
