@@ -27,6 +27,8 @@ type Transport interface {
 	Closed() <-chan struct{}
 	// HasBufferedFrame reports whether the next read will not block.
 	HasBufferedFrame() bool
+	// TryFill reads, without blocking, what the peer has already sent.
+	TryFill() bool
 }
 
 var _ Transport = (*transport.Conn)(nil)
@@ -162,7 +164,7 @@ func (s *Session) accept(f any) error {
 		// Answered on this goroutine; once no further request is buffered
 		// the answers are written here, a pipelined burst in one write.
 		s.dispatchInline(req)
-		if !s.cfg.Transport.HasBufferedFrame() {
+		if !s.cfg.Transport.HasBufferedFrame() && !s.cfg.Transport.TryFill() {
 			s.flushBufs = s.out.Flush(s.flushBufs)
 		}
 	} else {

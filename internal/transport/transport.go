@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -62,7 +64,12 @@ const (
 // Conn is a framed connection. ReadFrame may be called by one goroutine at a
 // time; Write is safe for concurrent use and writes each call atomically.
 type Conn struct {
-	nc net.Conn
+	nc  net.Conn
+	raw syscall.RawConn // for TryFill; nil when nc has no file descriptor
+	// tryRead is TryFill's non-blocking read, built once so that TryFill
+	// allocates nothing; tryN is its result.
+	tryRead func(fd uintptr) bool
+	tryN    int
 
 	// read side, owned by the single reader
 	reading     atomic.Bool
@@ -81,7 +88,15 @@ type Conn struct {
 
 // New wraps nc.
 func New(nc net.Conn) *Conn {
-	return &Conn{nc: nc, closed: make(chan struct{})}
+	c := &Conn{nc: nc, closed: make(chan struct{})}
+	if sc, ok := nc.(syscall.Conn); ok {
+		c.raw, _ = sc.SyscallConn()
+		c.tryRead = func(fd uintptr) bool {
+			c.tryN, _ = unix.Read(int(fd), c.buf)
+			return true // never wait for readiness
+		}
+	}
+	return c
 }
 
 // NetConn returns the underlying connection.
@@ -182,6 +197,29 @@ func (c *Conn) classifyReadError(err error) error {
 		c.readErr = &Error{Code: CodeClosed, Err: err}
 		return c.readErr
 	}
+}
+
+// TryFill reads, without blocking, whatever the peer has already sent. It
+// reports whether bytes arrived; errors and end of stream are left for the
+// next ReadFrame to report. Call it only from the reading goroutine, and
+// only when no complete frame is buffered.
+func (c *Conn) TryFill() bool {
+	if c.raw == nil || c.readErr != nil || c.r < c.w {
+		return false
+	}
+	if c.buf == nil {
+		c.buf = make([]byte, initialReadBuffer)
+	} else if c.w == len(c.buf) && len(c.buf) < ReadBufferSize {
+		c.buf = make([]byte, ReadBufferSize)
+	}
+	err := c.raw.Read(c.tryRead)
+	n := c.tryN
+	if err != nil || n <= 0 {
+		c.r, c.w = 0, 0
+		return false
+	}
+	c.r, c.w = 0, n
+	return true
 }
 
 // HasBufferedFrame reports whether a complete frame is already buffered, so

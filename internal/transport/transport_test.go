@@ -187,3 +187,27 @@ func TestCloseIsIdempotentAndObservable(t *testing.T) {
 		t.Fatalf("write after close: %v", err)
 	}
 }
+
+func TestTryFillNeverBlocks(t *testing.T) {
+	c, s := unixPair(t)
+	if s.TryFill() {
+		t.Fatal("TryFill reported data on a silent socket")
+	}
+	if s.HasBufferedFrame() {
+		t.Fatal("a frame is buffered on a silent socket")
+	}
+	if err := c.Write([]byte("{\"a\":1}\n")); err != nil {
+		t.Fatal(err)
+	}
+	// The bytes are in the socket as soon as Write returns (a Unix socket
+	// delivers synchronously), so one non-blocking read finds them.
+	if !s.TryFill() {
+		t.Fatal("TryFill did not read bytes already sent")
+	}
+	if !s.HasBufferedFrame() {
+		t.Fatal("the frame read by TryFill is not buffered")
+	}
+	if _, err := s.ReadFrame(time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
