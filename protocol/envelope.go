@@ -109,10 +109,7 @@ func (p *parser) rawString() (raw []byte, plain bool) {
 
 // lookupBytes finds an operation by name without allocating.
 func lookupBytes(name []byte) *OperationSpec {
-	tableMu.RLock()
-	s := table[Operation(name)]
-	tableMu.RUnlock()
-	return s
+	return table[Operation(name)]
 }
 
 func (p *parser) consume(c byte) bool {

@@ -130,10 +130,12 @@ func with(codes ...ErrorCode) []ErrorCode {
 	return append(append([]ErrorCode(nil), base...), codes...)
 }
 
+// The operation table is written only during package initialisation (the
+// v0 table, then codecs and extensions from init functions) and read-only
+// afterwards, so lookups take no lock.
 var (
-	tableMu sync.RWMutex
-	table   = map[Operation]*OperationSpec{}
-	order   []Operation
+	table = map[Operation]*OperationSpec{}
+	order []Operation
 	// defined is initialised before any init function runs, so shape files
 	// can register codecs from their init regardless of file order.
 	defined = defineV0()
@@ -194,26 +196,21 @@ func registerEmptyInput(key Operation, zero any) {
 }
 
 // DefineExtension adds an operation beyond v0 (documented in docs/protocol.md).
-// It panics on a duplicate key, like http.ServeMux.
+// It must be called from an init function; it panics on a duplicate key,
+// like http.ServeMux.
 func DefineExtension(key Operation, mode Mode, avail Availability, errs []ErrorCode, input, output Codec) {
-	tableMu.Lock()
-	defer tableMu.Unlock()
 	define(key, mode, avail, errs)
 	table[key].input, table[key].output = input, output
 }
 
 // Lookup returns the spec of an operation key.
 func Lookup(key string) (*OperationSpec, bool) {
-	tableMu.RLock()
 	s, ok := table[Operation(key)]
-	tableMu.RUnlock()
 	return s, ok
 }
 
 // Operations returns every operation spec in definition order.
 func Operations() []*OperationSpec {
-	tableMu.RLock()
-	defer tableMu.RUnlock()
 	out := make([]*OperationSpec, 0, len(order))
 	for _, k := range order {
 		out = append(out, table[k])

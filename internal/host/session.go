@@ -229,13 +229,14 @@ func (s *Session) forget(requestID string, inline bool) {
 // (nil for a refused admission) is finished once the response is written or
 // lost.
 func (s *Session) respond(req *protocol.Request, out Outcome, call *Call, inline bool) {
-	frame, rejected := s.encode(req, out)
+	buf := getFrame()
+	rejected := s.encode(buf, req, out)
 	s.forget(req.RequestID, inline)
 	var done Settler
 	if call != nil {
 		done = call
 	}
-	err := s.out.enqueueResponse(frame, done, inline)
+	err := s.out.enqueueResponse(buf, done, inline)
 	if err != nil && call != nil {
 		call.Settle(err)
 	}
@@ -249,10 +250,12 @@ func (s *Session) respond(req *protocol.Request, out Outcome, call *Call, inline
 
 var errResultRejected = errors.New("operation result rejected by its output codec")
 
-// encode turns an outcome into a response frame. A result that fails the
-// operation's output codec, or an error code the operation does not declare,
-// becomes internal_failure (rejected reports that).
-func (s *Session) encode(req *protocol.Request, out Outcome) (frame []byte, rejected bool) {
+// encode writes the response frame of an outcome into buf. A result that
+// fails the operation's output codec, or an error code the operation does
+// not declare, becomes internal_failure (rejected reports that).
+func (s *Session) encode(buf *[]byte, req *protocol.Request, out Outcome) (rejected bool) {
+	var frame []byte
+	defer func() { *buf = frame }()
 	spec := req.Operation
 	if out.Err == nil {
 		var err error
@@ -260,19 +263,19 @@ func (s *Session) encode(req *protocol.Request, out Outcome) (frame []byte, reje
 			// A result with its own encoder and validator is written
 			// straight into the frame, skipping encode-parse-decode.
 			if err = v.Validate(); err == nil {
-				frame = protocol.AppendSuccessHeader(getFrame(), req.RequestID, spec.Key)
+				frame = protocol.AppendSuccessHeader((*buf)[:0], req.RequestID, spec.Key)
 				frame, err = protocol.FinishFrame(v.AppendJSON(frame), 0)
 			}
 		} else {
 			var res []byte
 			if res, err = protocol.Marshal(out.Result); err == nil {
 				if err = validateOutput(spec, res); err == nil {
-					frame, err = protocol.AppendSuccess(getFrame(), req.RequestID, spec.Key, res)
+					frame, err = protocol.AppendSuccess((*buf)[:0], req.RequestID, spec.Key, res)
 				}
 			}
 		}
 		if err == nil {
-			return frame, false
+			return false
 		}
 		s.log.Error("operation result rejected", "operation", spec.Key, "err", err)
 		out.Err = protocol.NewOpError(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
@@ -281,8 +284,8 @@ func (s *Session) encode(req *protocol.Request, out Outcome) (frame []byte, reje
 		s.log.Error("operation error rejected", "operation", spec.Key, "code", out.Err.Code)
 		out.Err = protocol.NewOpError(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
 	}
-	frame, _ = protocol.AppendFailure(getFrame(), req.RequestID, spec.Key, out.Err)
-	return frame, rejected
+	frame, _ = protocol.AppendFailure((*buf)[:0], req.RequestID, spec.Key, out.Err)
+	return rejected
 }
 
 type selfValidating interface {

@@ -27,20 +27,25 @@ func (e *OutboundQueueError) Error() string { return "outbound queue overflow: "
 var ErrWriterClosed = errors.New("writer is closed")
 
 type outFrame struct {
-	data   []byte
-	done   Settler
-	pooled bool // data came from getFrame and returns to the pool once written
+	data []byte
+	done Settler
+	buf  *[]byte // the pooled buffer holding data, returned once written
 }
 
 // Response frames are built in pooled buffers and recycled once written.
 var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
-func getFrame() []byte { return (*framePool.Get().(*[]byte))[:0] }
+// getFrame returns an empty pooled buffer; build the frame in it and store
+// the result back through the pointer.
+func getFrame() *[]byte {
+	b := framePool.Get().(*[]byte)
+	*b = (*b)[:0]
+	return b
+}
 
-func putFrame(b []byte) {
-	if cap(b) <= 4096 {
-		b = b[:0]
-		framePool.Put(&b)
+func putFrame(b *[]byte) {
+	if b != nil && cap(*b) <= 4096 {
+		framePool.Put(b)
 	}
 }
 
@@ -112,12 +117,12 @@ func (ow *OutboundWriter) EnqueueDeferred(frame []byte, done Settler) error {
 	return ow.enqueue(frame, done, false)
 }
 
-// enqueueResponse queues a response frame built with getFrame; the writer
-// recycles its buffer. A refused frame is recycled at once.
-func (ow *OutboundWriter) enqueueResponse(frame []byte, done Settler, deferred bool) error {
-	err := ow.enqueueFrame(outFrame{data: frame, done: done, pooled: true}, !deferred)
+// enqueueResponse queues a response frame built in a getFrame buffer; the
+// writer recycles the buffer. A refused frame is recycled at once.
+func (ow *OutboundWriter) enqueueResponse(buf *[]byte, done Settler, deferred bool) error {
+	err := ow.enqueueFrame(outFrame{data: *buf, done: done, buf: buf}, !deferred)
 	if err != nil {
-		putFrame(frame)
+		putFrame(buf)
 	}
 	return err
 }
@@ -182,9 +187,7 @@ func (ow *OutboundWriter) failLocked(err error) {
 	ow.queue = nil
 	ow.mu.Unlock()
 	for _, f := range pending {
-		if f.pooled {
-			putFrame(f.data)
-		}
+		putFrame(f.buf)
 		if f.done != nil {
 			f.done.Settle(err)
 		}
@@ -292,9 +295,7 @@ func (ow *OutboundWriter) writeOnce(bufs [][]byte) [][]byte {
 	// A frame counts as written only if the writer had not failed: after a
 	// failure every unsettled frame gets the terminal error.
 	for i, f := range batch {
-		if f.pooled {
-			putFrame(f.data)
-		}
+		putFrame(f.buf)
 		if f.done != nil {
 			f.done.Settle(failed)
 		}
