@@ -109,7 +109,7 @@ type Kernel struct {
 	connCount      atomic.Int64 // len(accepted), readable without mu
 	idleArmed      atomic.Bool  // idleTimer != nil
 	curState       atomic.Value // protocol.HostState, readable without mu
-	residencies    int64
+	residencies    atomic.Int64 // changed under mu (idle evaluation), read without it
 	retained       bool
 	idleTimer      *time.Timer
 	deadlineTimer  *time.Timer
@@ -324,15 +324,12 @@ func (k *Kernel) Close(ctx context.Context) error {
 
 // Status returns the host.status result as seen now.
 func (k *Kernel) Status() protocol.HostStatus {
-	k.mu.Lock()
-	res := k.residencies
-	k.mu.Unlock()
 	return protocol.HostStatus{
 		HostEpoch:         k.epoch,
 		State:             k.State(),
 		Connections:       k.connCount.Load(),
 		ActiveOperations:  k.activeOps.Load(),
-		ActiveResidencies: res,
+		ActiveResidencies: k.residencies.Load(),
 	}
 }
 
@@ -683,7 +680,7 @@ type residency struct {
 func (r *residency) Release() {
 	r.once.Do(func() {
 		r.k.mu.Lock()
-		r.k.residencies--
+		r.k.residencies.Add(-1)
 		r.k.notifyLocked()
 		r.k.evaluateIdleLocked()
 		r.k.mu.Unlock()
@@ -694,7 +691,7 @@ func (r *residency) Release() {
 // until the residency is released.
 func (k *Kernel) AcquireResidency() Residency {
 	k.mu.Lock()
-	k.residencies++
+	k.residencies.Add(1)
 	k.cancelIdleLocked()
 	k.notifyLocked()
 	k.mu.Unlock()
@@ -708,7 +705,7 @@ func (k *Kernel) RetainUntilProcessExit() {
 	defer k.mu.Unlock()
 	if !k.retained {
 		k.retained = true
-		k.residencies++
+		k.residencies.Add(1)
 		k.cancelIdleLocked()
 		k.notifyLocked()
 	}
@@ -717,7 +714,7 @@ func (k *Kernel) RetainUntilProcessExit() {
 // ---- idle ----
 
 func (k *Kernel) trulyIdleLocked() bool {
-	return k.state == protocol.StateReady && len(k.accepted) == 0 && k.activeOps.Load() == 0 && k.residencies == 0
+	return k.state == protocol.StateReady && len(k.accepted) == 0 && k.activeOps.Load() == 0 && k.residencies.Load() == 0
 }
 
 func (k *Kernel) cancelIdleLocked() {
@@ -936,7 +933,7 @@ func (k *Kernel) closeSequence() {
 		return
 	}
 	// 8. residencies reach zero
-	if !k.waitFor(func() bool { return k.residencies == 0 }, nil) {
+	if !k.waitFor(func() bool { return k.residencies.Load() == 0 }, nil) {
 		return
 	}
 	// 9. destroy every accepted socket
