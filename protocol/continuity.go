@@ -453,12 +453,18 @@ func decodeToolEvent(d *D, v Value, path string) SessionToolEvent {
 // SubscriptionFrameMaxBytes. An invalid UTF-8 byte counts as the U+FFFD it
 // is encoded as. Empty text yields no chunks.
 func SplitDelta(text string) []string {
+	return splitText(text, SessionLiveDeltaMaxBytes, deltaChunkMaxEscapedBytes)
+}
+
+// splitText cuts text on code-point boundaries into chunks of at most
+// maxRaw UTF-8 bytes whose JSON-escaped form is at most maxEscaped bytes.
+func splitText(text string, maxRaw, maxEscaped int) []string {
 	var chunks []string
 	start, raw, escaped := 0, 0, 0
 	for i := 0; i < len(text); {
 		r, size := utf8.DecodeRuneInString(text[i:])
 		rawCost, escCost := encodedRuneLen(r, size)
-		if raw+rawCost > SessionLiveDeltaMaxBytes || escaped+escCost > deltaChunkMaxEscapedBytes {
+		if raw+rawCost > maxRaw || escaped+escCost > maxEscaped {
 			chunks = append(chunks, text[start:i])
 			start, raw, escaped = i, 0, 0
 		}

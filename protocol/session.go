@@ -3,7 +3,6 @@ package protocol
 import (
 	"fmt"
 	"strings"
-	"unicode/utf8"
 )
 
 // This file owns the session extension operations of docs/protocol.md
@@ -387,23 +386,7 @@ func (p SessionTranscriptPage) MarshalJSON() ([]byte, error) {
 // fields, so every chunk fits a transcript page on its own. An invalid UTF-8
 // byte counts as the U+FFFD it is encoded as. Empty text yields no chunks.
 func SplitTranscriptText(text string) []string {
-	var chunks []string
-	start, raw, escaped := 0, 0, 0
-	for i := 0; i < len(text); {
-		r, size := utf8.DecodeRuneInString(text[i:])
-		rawCost, escCost := encodedRuneLen(r, size)
-		if raw+rawCost > TranscriptTextMaxBytes || escaped+escCost > transcriptChunkMaxEscapedBytes {
-			chunks = append(chunks, text[start:i])
-			start, raw, escaped = i, 0, 0
-		}
-		raw += rawCost
-		escaped += escCost
-		i += size
-	}
-	if start < len(text) {
-		chunks = append(chunks, text[start:])
-	}
-	return chunks
+	return splitText(text, TranscriptTextMaxBytes, transcriptChunkMaxEscapedBytes)
 }
 
 // DecodeSessionSummary strictly decodes a SessionSummary.
