@@ -664,3 +664,32 @@ func TestEvictingOneSlowSubscriptionKeepsSiblingSubscriptionsAndRequestsUsable(t
 }
 
 var _ = client.Connected
+
+// An inline answer queued while a later request of the same read is
+// dispatched to its own goroutine must still be written before the reader
+// blocks, not when the slow request finishes.
+func TestInlineAnswerIsNotHeldBehindASlowRequest(t *testing.T) {
+	release := newGate()
+	defer release.open()
+	f := withRuntimeHost(t, func(_ context.Context, _ *host.Call, in protocol.TurnQueryInput) host.Outcome {
+		<-release.wait()
+		return host.OK(runningSnapshot(in.SessionID, in.TurnID))
+	})
+	tc := openAcceptedTransport(t, f.kernel.Endpoint(), "inline-then-slow")
+	var batch bytes.Buffer
+	b1, _ := protocol.AppendRequest(nil, "status", protocol.OpHostStatus, protocol.HostStatusInput{})
+	b2, _ := protocol.AppendRequest(nil, "slow", protocol.OpTurnQuery, protocol.TurnQueryInput{SessionID: "s", TurnID: "t"})
+	batch.Write(b1)
+	batch.Write(b2)
+	if err := tc.Write(batch.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	resp, ok := readHostFrame(t, tc).(*protocol.Response)
+	if !ok || resp.RequestID != "status" {
+		t.Fatalf("first frame %#v, want the host.status answer", resp)
+	}
+	release.open()
+	if resp, ok := readHostFrame(t, tc).(*protocol.Response); !ok || resp.RequestID != "slow" {
+		t.Fatalf("second frame %#v", resp)
+	}
+}

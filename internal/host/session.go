@@ -161,14 +161,16 @@ func (s *Session) accept(f any) error {
 	s.ops.Add(1)
 	s.mu.Unlock()
 	if inline {
-		// Answered on this goroutine; once no further request is buffered
-		// the answers are written here, a pipelined burst in one write.
-		s.dispatchInline(req)
-		if !s.cfg.Transport.HasBufferedFrame() && !s.cfg.Transport.TryFill() {
-			s.flushBufs = s.out.Flush(s.flushBufs)
-		}
+		s.dispatchInline(req) // answered on this goroutine, written below
 	} else {
 		go s.dispatch(req)
+	}
+	// Inline answers wait in the writer's queue until no further request is
+	// buffered or already sent; then they are written here, a pipelined
+	// burst in one write. This runs after every request, so an inline
+	// answer is never left queued while the reader blocks.
+	if !s.cfg.Transport.HasBufferedFrame() && !s.cfg.Transport.TryFill() {
+		s.flushBufs = s.out.Flush(s.flushBufs)
 	}
 	return nil
 }
