@@ -5,13 +5,16 @@ package host
 
 import (
 	"context"
+	"sync"
 
 	"github.com/maka-agent/maka/protocol"
 )
 
-// Handler serves one operation. It must not retain call after returning,
-// except through call.Conn for subscription frames. A handler keeps running
-// to completion even if its connection goes away; only the response is lost.
+// Handler serves one operation. It must not keep call, or pointers into it,
+// after returning: calls are recycled once their response is written. Keep
+// call.Conn itself to send subscription frames later. A handler keeps
+// running to completion even if its connection goes away; only the response
+// is lost.
 type Handler func(ctx context.Context, call *Call) Outcome
 
 // Handlers maps operation keys to handlers.
@@ -32,7 +35,15 @@ type Call struct {
 func (c *Call) AcquireResidency() Residency { return c.lease.AcquireResidency() }
 
 // Settle finishes the call's lease once its response is written or lost.
-func (c *Call) Settle(error) { c.lease.Finish() }
+// It is the call's last use (handlers do not retain calls), so the call is
+// recycled.
+func (c *Call) Settle(error) {
+	c.lease.Finish()
+	*c = Call{}
+	callPool.Put(c)
+}
+
+var callPool = sync.Pool{New: func() any { return new(Call) }}
 
 // Outcome is a handler's answer.
 type Outcome struct {

@@ -620,7 +620,8 @@ func (k *Kernel) beginOperation(_ context.Context, spec *protocol.OperationSpec)
 	// Re-check after counting: either this admission sees the drain, or the
 	// drain sees this command and waits for its seal (both are sequentially
 	// consistent atomics).
-	l := &opLease{k: k, command: command}
+	l := leasePool.Get().(*opLease)
+	l.k, l.command = k, command
 	if k.draining.Load() {
 		l.Finish()
 		return nil, errDraining
@@ -656,13 +657,22 @@ func (l *opLease) Finish() {
 		return
 	}
 	l.Seal()
-	if l.k.activeOps.Add(-1) == 0 {
-		l.k.mu.Lock()
-		l.k.notifyLocked()
-		l.k.evaluateIdleLocked()
-		l.k.mu.Unlock()
+	k := l.k
+	// Finish is the lease's last use: the session finishes each lease
+	// exactly once, after sealing it, so it can be recycled.
+	l.k = nil
+	l.sealed.Store(false)
+	l.finished.Store(false)
+	leasePool.Put(l)
+	if k.activeOps.Add(-1) == 0 {
+		k.mu.Lock()
+		k.notifyLocked()
+		k.evaluateIdleLocked()
+		k.mu.Unlock()
 	}
 }
+
+var leasePool = sync.Pool{New: func() any { return new(opLease) }}
 
 // statusHandler serves host.status from the kernel's own counters.
 func (k *Kernel) statusHandler(_ context.Context, call *Call) Outcome {

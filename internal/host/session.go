@@ -202,7 +202,8 @@ func (s *Session) serve(req *protocol.Request, inline bool) {
 	if h == nil {
 		h = unavailable
 	}
-	call := &Call{RequestID: req.RequestID, Operation: spec, Input: req.Input, Conn: s.conn, lease: lease}
+	call := callPool.Get().(*Call)
+	*call = Call{RequestID: req.RequestID, Operation: spec, Input: req.Input, Conn: s.conn, lease: lease}
 	out := s.invoke(h, call)
 	lease.Seal()
 	s.respond(req, out, call, inline)
