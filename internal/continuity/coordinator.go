@@ -311,8 +311,10 @@ func (c *Coordinator) open(ctx context.Context, call *host.Call) host.Outcome {
 func (c *Coordinator) close(_ context.Context, call *host.Call) host.Outcome {
 	in := call.Input.(protocol.SubscriptionCloseInput)
 	c.mu.Lock()
+	// A live connection without subscription state has nothing open: its
+	// close of an id is idempotent unless the id is another connection's.
 	cs := c.conns[call.Conn.ConnectionID]
-	if cs == nil || cs.gone {
+	if cs != nil && cs.gone {
 		c.mu.Unlock()
 		return host.Fail(protocol.ErrNotFound, "Session subscription was not found")
 	}
@@ -369,7 +371,7 @@ func (c *Coordinator) removeLocked(s *subscriber) {
 		delete(s.connState.subs, s)
 		s.connState.count--
 	}
-	if cs := s.connState; cs.gone && cs.count == 0 && c.conns[cs.id] == cs {
+	if cs := s.connState; cs.count == 0 && c.conns[cs.id] == cs {
 		delete(c.conns, cs.id)
 	}
 	c.dropIfUnusedLocked(s.st.id)

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/maka-agent/maka/internal/control"
 	"github.com/maka-agent/maka/internal/host"
 	"github.com/maka-agent/maka/internal/lane"
+	"github.com/maka-agent/maka/internal/transport"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -691,5 +693,81 @@ func TestInlineAnswerIsNotHeldBehindASlowRequest(t *testing.T) {
 	release.open()
 	if resp, ok := readHostFrame(t, tc).(*protocol.Response); !ok || resp.RequestID != "slow" {
 		t.Fatalf("second frame %#v", resp)
+	}
+}
+
+// A client that hangs up right after its hello must not leave the host's
+// writer goroutine behind (TestMain's leak check fails otherwise).
+func TestHangUpAfterHelloLeaksNothing(t *testing.T) {
+	f := withRuntimeHost(t, func(_ context.Context, _ *host.Call, in protocol.TurnQueryInput) host.Outcome {
+		return host.OK(runningSnapshot(in.SessionID, in.TurnID))
+	})
+	for i := range 50 {
+		nc, err := net.Dial("unix", f.kernel.Endpoint())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc := transport.New(nc)
+		_ = tc.WriteValue(protocol.Hello{Kind: "hello", ClientInstanceID: "hang-up-" + itoa(i), Surface: protocol.SurfaceTUI})
+		_ = tc.Close()
+	}
+	observer := f.connectClient()
+	waitForStatus(t, observer, func(s protocol.HostStatus) bool { return s.Connections == 1 })
+}
+
+// A client that sends requests and never reads is torn down by the
+// outbound bound; the reader never blocks on its socket.
+func TestNonReadingFloodIsTornDown(t *testing.T) {
+	f := withRuntimeHost(t, func(_ context.Context, _ *host.Call, in protocol.TurnQueryInput) host.Outcome {
+		return host.OK(runningSnapshot(in.SessionID, in.TurnID))
+	})
+	tc := openAcceptedTransport(t, f.kernel.Endpoint(), "flood")
+	if uc, ok := tc.NetConn().(*net.UnixConn); ok {
+		_ = uc.SetReadBuffer(4096) // let the host's writes back up quickly
+	}
+	done := make(chan error, 1)
+	go func() {
+		var batch bytes.Buffer
+		for i := 0; ; i++ {
+			batch.Reset()
+			for j := range 64 {
+				b, _ := protocol.AppendRequest(nil, "flood-"+itoa(i*64+j), protocol.OpHostStatus, protocol.HostStatusInput{})
+				batch.Write(b)
+			}
+			if err := tc.Write(batch.Bytes()); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	select {
+	case <-done: // the host closed the connection
+	case <-time.After(20 * time.Second):
+		t.Fatal("a client that never reads was not torn down")
+	}
+	observer := f.connectClient()
+	waitForStatus(t, observer, func(s protocol.HostStatus) bool { return s.Connections == 1 && s.ActiveOperations == 1 })
+}
+
+// An answer must go out even when the bytes read after it are only part of
+// the next frame.
+func TestAnswerIsWrittenWhenOnlyAPartialFrameFollows(t *testing.T) {
+	f := withRuntimeHost(t, func(_ context.Context, _ *host.Call, in protocol.TurnQueryInput) host.Outcome {
+		return host.OK(runningSnapshot(in.SessionID, in.TurnID))
+	})
+	tc := openAcceptedTransport(t, f.kernel.Endpoint(), "partial")
+	req, _ := protocol.AppendRequest(nil, "status", protocol.OpHostStatus, protocol.HostStatusInput{})
+	// Pad the frame with JSON whitespace so it ends exactly where the host's
+	// first read buffer (4 KiB) ends, then start another frame.
+	pad := 4096 - len(req)
+	frame := append(append([]byte{}, req[:len(req)-1]...), bytes.Repeat([]byte(" "), pad)...)
+	frame = append(frame, '\n')
+	frame = append(frame, `{"requestId":"q1",`...)
+	if err := tc.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	resp, ok := readHostFrame(t, tc).(*protocol.Response)
+	if !ok || resp.RequestID != "status" || !resp.OK {
+		t.Fatalf("got %#v, want the host.status answer", resp)
 	}
 }

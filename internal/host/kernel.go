@@ -537,8 +537,7 @@ func (k *Kernel) handshake(t *transport.Conn) *Session {
 	k.notifyLocked()
 	k.mu.Unlock()
 	if err := t.WriteValue(reply); err != nil {
-		_ = t.Close()
-		k.releaseConnection(s)
+		s.teardown(err) // closes the socket, stops the writer, releases the connection
 		return nil
 	}
 	return s

@@ -169,7 +169,8 @@ func (s *Session) accept(f any) error {
 	// buffered or already sent; then they are written here, a pipelined
 	// burst in one write. This runs after every request, so an inline
 	// answer is never left queued while the reader blocks.
-	if !s.cfg.Transport.HasBufferedFrame() && !s.cfg.Transport.TryFill() {
+	t := s.cfg.Transport
+	if !t.HasBufferedFrame() && !(t.TryFill() && t.HasBufferedFrame()) {
 		s.flushBufs = s.out.Flush(s.flushBufs)
 	}
 	return nil

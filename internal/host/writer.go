@@ -253,12 +253,76 @@ func (ow *OutboundWriter) loop() {
 	}
 }
 
-// Flush writes what is queued on the calling goroutine, unless a write is
-// already in progress (whoever is writing then takes the rest). The reader
-// calls it once its buffered requests are answered, saving a hand-off to
-// the writer goroutine. bufs is scratch space, returned for reuse.
+// NonBlockingWriter is implemented by transports that can write without
+// waiting (*transport.Conn does): TryWrite writes what the socket accepts
+// now and reports how many bytes that was.
+type NonBlockingWriter interface {
+	TryWrite(frames ...[]byte) (int, error)
+}
+
+// Flush writes what is queued on the calling goroutine without ever
+// blocking: what the socket does not accept at once is left, in order, to
+// the writer goroutine. The reader calls it once its buffered requests are
+// answered, saving a hand-off to the writer goroutine; a client that stops
+// reading can therefore never stall the reader. bufs is scratch space,
+// returned for reuse.
 func (ow *OutboundWriter) Flush(bufs [][]byte) [][]byte {
-	return ow.writeOnce(bufs)
+	tw, ok := ow.w.(NonBlockingWriter)
+	if !ok {
+		ow.Wake()
+		return bufs
+	}
+	ow.mu.Lock()
+	if ow.busy || ow.err != nil || len(ow.queue) == 0 {
+		ow.mu.Unlock()
+		return bufs
+	}
+	ow.busy = true
+	batch := ow.queue
+	ow.queue, ow.spare = ow.spare[:0], nil
+	ow.mu.Unlock()
+
+	bufs = bufs[:0]
+	for _, f := range batch {
+		bufs = append(bufs, f.data)
+	}
+	n, err := tw.TryWrite(bufs...)
+	clear(bufs)
+	// Frames written whole are settled; the rest (the first one possibly
+	// cut) goes back to the front of the queue for the writer goroutine.
+	k, rest := 0, n
+	for k < len(batch) && rest >= len(batch[k].data) {
+		rest -= len(batch[k].data)
+		k++
+	}
+	ow.mu.Lock()
+	ow.frames -= k
+	ow.bytes -= n
+	if k < len(batch) {
+		batch[k].data = batch[k].data[rest:]
+		ow.queue = append(append(make([]outFrame, 0, len(batch)-k+len(ow.queue)), batch[k:]...), ow.queue...)
+	}
+	if err != nil {
+		ow.failLocked(err) // unlocks; rejects what was requeued
+		ow.mu.Lock()
+	}
+	failed := ow.err
+	ow.mu.Unlock()
+	for i := range batch[:k] {
+		f := batch[i]
+		putFrame(f.buf)
+		if f.done != nil {
+			f.done.Settle(failed)
+		}
+	}
+	ow.mu.Lock()
+	ow.busy = false
+	wake := len(ow.queue) > 0 || ow.closing || ow.err != nil
+	ow.mu.Unlock()
+	if wake {
+		ow.Wake()
+	}
+	return bufs
 }
 
 // writeOnce writes the queued frames as one vectored write if no other

@@ -250,6 +250,35 @@ func (c *Conn) Write(frames ...[]byte) error {
 	return nil
 }
 
+// TryWrite writes, without waiting, as much of frames as the socket accepts
+// now, and returns how many bytes that was. It never blocks; without a file
+// descriptor it writes nothing.
+func (c *Conn) TryWrite(frames ...[]byte) (int, error) {
+	if c.raw == nil {
+		return 0, nil
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	var n int
+	var werr error
+	err := c.raw.Write(func(fd uintptr) bool {
+		n, werr = unix.Writev(int(fd), frames)
+		return true // never wait for writability
+	})
+	if n < 0 {
+		n = 0
+	}
+	switch {
+	case err != nil:
+		return n, &Error{Code: CodeClosed, Err: err}
+	case errors.Is(werr, unix.EAGAIN):
+		return n, nil
+	case werr != nil:
+		return n, &Error{Code: CodeClosed, Err: werr}
+	}
+	return n, nil
+}
+
 // WriteValue encodes v as one frame and writes it.
 func (c *Conn) WriteValue(v any) error {
 	b, err := protocol.EncodeFrame(v)
