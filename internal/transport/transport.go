@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -70,6 +71,13 @@ type Conn struct {
 	// allocates nothing; tryN is its result.
 	tryRead func(fd uintptr) bool
 	tryN    int
+	// TryWrite's state, guarded by wmu: the frames being written, the
+	// iovecs built for them, and the result of the writev.
+	tryWrite func(fd uintptr) bool
+	twFrames [][]byte
+	iov      []unix.Iovec
+	twN      int
+	twErr    syscall.Errno
 
 	// read side, owned by the single reader
 	reading     atomic.Bool
@@ -95,6 +103,7 @@ func New(nc net.Conn) *Conn {
 			c.tryN, _ = unix.Read(int(fd), c.buf)
 			return true // never wait for readiness
 		}
+		c.tryWrite = c.writev
 	}
 	return c
 }
@@ -252,31 +261,49 @@ func (c *Conn) Write(frames ...[]byte) error {
 
 // TryWrite writes, without waiting, as much of frames as the socket accepts
 // now, and returns how many bytes that was. It never blocks; without a file
-// descriptor it writes nothing.
+// descriptor it writes nothing. It allocates nothing.
 func (c *Conn) TryWrite(frames ...[]byte) (int, error) {
 	if c.raw == nil {
 		return 0, nil
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	var n int
-	var werr error
-	err := c.raw.Write(func(fd uintptr) bool {
-		n, werr = unix.Writev(int(fd), frames)
-		return true // never wait for writability
-	})
-	if n < 0 {
-		n = 0
-	}
+	c.twFrames = frames
+	err := c.raw.Write(c.tryWrite)
+	c.twFrames = nil
+	clear(c.iov)
+	n, errno := c.twN, c.twErr
 	switch {
 	case err != nil:
-		return n, &Error{Code: CodeClosed, Err: err}
-	case errors.Is(werr, unix.EAGAIN):
+		return 0, &Error{Code: CodeClosed, Err: err}
+	case errno == unix.EAGAIN || errno == 0:
 		return n, nil
-	case werr != nil:
-		return n, &Error{Code: CodeClosed, Err: werr}
+	default:
+		return n, &Error{Code: CodeClosed, Err: errno}
 	}
-	return n, nil
+}
+
+// writev is TryWrite's single non-blocking writev(2) on fd.
+func (c *Conn) writev(fd uintptr) bool {
+	c.iov = c.iov[:0]
+	for _, b := range c.twFrames {
+		if len(b) == 0 {
+			continue
+		}
+		v := unix.Iovec{Base: &b[0]}
+		v.SetLen(len(b))
+		c.iov = append(c.iov, v)
+	}
+	c.twN, c.twErr = 0, 0
+	if len(c.iov) == 0 {
+		return true
+	}
+	r, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&c.iov[0])), uintptr(len(c.iov)))
+	if e == 0 {
+		c.twN = int(r)
+	}
+	c.twErr = e
+	return true // never wait for writability
 }
 
 // WriteValue encodes v as one frame and writes it.
