@@ -315,7 +315,9 @@ func (ow *OutboundWriter) Flush(bufs [][]byte) [][]byte {
 			f.done.Settle(failed)
 		}
 	}
+	clear(batch) // the unwritten rest was copied back into the queue
 	ow.mu.Lock()
+	ow.spare = batch[:0]
 	ow.busy = false
 	wake := len(ow.queue) > 0 || ow.closing || ow.err != nil
 	ow.mu.Unlock()
