@@ -434,7 +434,9 @@ func (c *Conn) callLate(ctx context.Context, op protocol.Operation, input any, a
 	}
 	c.pending[id] = p
 	c.mu.Unlock()
-	if err := c.t.Write(frame); err != nil {
+	deadline, _ := ctx.Deadline()
+	if err := c.t.WriteBefore(deadline, frame); err != nil {
+		// A frame may be half written: the connection cannot be used.
 		c.fail(fmt.Errorf("write to runtime host failed: %w", err))
 		return nil, c.Err()
 	}

@@ -150,7 +150,9 @@ func (c *Conn) retireID(id string) {
 		ctx, cancel := context.WithTimeout(context.Background(), DefaultRequestTimeout)
 		defer cancel()
 		_, err := c.call(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionCloseInput{SubscriptionID: id}, nil)
-		if err != nil && !errors.Is(err, ErrConnectionClosed) && c.Err() == nil {
+		// not_found: the host no longer has it (it evicted it), which is
+		// what the close wanted.
+		if err != nil && !IsCode(err, protocol.ErrNotFound) && !errors.Is(err, ErrConnectionClosed) && c.Err() == nil {
 			c.fail(fmt.Errorf("closing failed subscription: %w", err))
 			return
 		}
@@ -277,15 +279,17 @@ func (s *Subscription) Close(ctx context.Context) error {
 	s.mu.Unlock()
 	_, err := s.c.call(ctx, protocol.OpSubscriptionClose, protocol.SubscriptionCloseInput{SubscriptionID: s.id}, nil)
 	s.c.mu.Lock()
+	retry := false
 	if s.c.subs[s.id] == s {
 		delete(s.c.subs, s.id)
-		if err != nil {
-			// The host may still hold the subscription: drop its late
-			// frames instead of failing the connection on them.
-			s.c.retired[s.id] = struct{}{}
-		}
+		retry = err != nil
 	}
 	s.c.mu.Unlock()
+	if retry {
+		// The host may still hold the subscription: drop its late frames
+		// and close it again in the background.
+		s.c.retireID(s.id)
+	}
 	s.mu.Lock()
 	s.ended = true
 	s.mu.Unlock()

@@ -240,24 +240,7 @@ func (c *Conn) HasBufferedFrame() bool {
 
 // Write writes already-encoded frames (each ending in LF) in one vectored
 // write. Concurrent calls do not interleave.
-func (c *Conn) Write(frames ...[]byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	var err error
-	if len(frames) == 1 {
-		_, err = c.nc.Write(frames[0])
-	} else {
-		bufs := net.Buffers(frames)
-		_, err = bufs.WriteTo(c.nc)
-	}
-	if err != nil {
-		if errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
-			return &Error{Code: CodeClosed, Err: err}
-		}
-		return err
-	}
-	return nil
-}
+func (c *Conn) Write(frames ...[]byte) error { return c.WriteBefore(time.Time{}, frames...) }
 
 // TryWrite writes, without waiting, as much of frames as the socket accepts
 // now, and returns how many bytes that was. It never blocks; without a file
@@ -304,6 +287,32 @@ func (c *Conn) writev(fd uintptr) bool {
 	}
 	c.twErr = e
 	return true // never wait for writability
+}
+
+// WriteBefore is Write bounded by deadline (none when zero). A write that
+// times out may have written part of a frame; the caller must then close
+// the connection.
+func (c *Conn) WriteBefore(deadline time.Time, frames ...[]byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if !deadline.IsZero() {
+		_ = c.nc.SetWriteDeadline(deadline)
+		defer c.nc.SetWriteDeadline(time.Time{})
+	}
+	var err error
+	if len(frames) == 1 {
+		_, err = c.nc.Write(frames[0])
+	} else {
+		bufs := net.Buffers(frames)
+		_, err = bufs.WriteTo(c.nc)
+	}
+	if err != nil {
+		if errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
+			return &Error{Code: CodeClosed, Err: err}
+		}
+		return err
+	}
+	return nil
 }
 
 // WriteValue encodes v as one frame and writes it.
