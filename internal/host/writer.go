@@ -249,7 +249,7 @@ func (ow *OutboundWriter) loop() {
 			return
 		}
 		ow.mu.Unlock()
-		bufs = ow.writeOnce(bufs)
+		bufs = ow.writeOnce(bufs, nil)
 	}
 }
 
@@ -272,6 +272,17 @@ func (ow *OutboundWriter) Flush(bufs [][]byte) [][]byte {
 		ow.Wake()
 		return bufs
 	}
+	return ow.writeOnce(bufs, tw)
+}
+
+// writeOnce writes the queued frames as one vectored write, unless another
+// write is in progress. With tw it writes only what the socket accepts at
+// once and puts the rest (the first frame possibly cut) back at the front of
+// the queue; without, it blocks until everything is written. Frames written
+// whole are settled: with nil, or with the terminal error if the writer has
+// failed by then (a frame counts as written only if the writer had not
+// failed).
+func (ow *OutboundWriter) writeOnce(bufs [][]byte, tw NonBlockingWriter) [][]byte {
 	ow.mu.Lock()
 	if ow.busy || ow.err != nil || len(ow.queue) == 0 {
 		ow.mu.Unlock()
@@ -283,13 +294,20 @@ func (ow *OutboundWriter) Flush(bufs [][]byte) [][]byte {
 	ow.mu.Unlock()
 
 	bufs = bufs[:0]
+	total := 0
 	for _, f := range batch {
 		bufs = append(bufs, f.data)
+		total += len(f.data)
 	}
-	n, err := tw.TryWrite(bufs...)
+	var n int
+	var err error
+	if tw != nil {
+		n, err = tw.TryWrite(bufs...)
+	} else if err = ow.w.Write(bufs...); err == nil {
+		n = total
+	}
 	clear(bufs)
-	// Frames written whole are settled; the rest (the first one possibly
-	// cut) goes back to the front of the queue for the writer goroutine.
+
 	k, rest := 0, n
 	for k < len(batch) && rest >= len(batch[k].data) {
 		rest -= len(batch[k].data)
@@ -303,70 +321,18 @@ func (ow *OutboundWriter) Flush(bufs [][]byte) [][]byte {
 		ow.queue = append(append(make([]outFrame, 0, len(batch)-k+len(ow.queue)), batch[k:]...), ow.queue...)
 	}
 	if err != nil {
-		ow.failLocked(err) // unlocks; rejects what was requeued
+		ow.failLocked(err) // unlocks; the first error wins and rejects the queue
 		ow.mu.Lock()
 	}
 	failed := ow.err
 	ow.mu.Unlock()
-	for i := range batch[:k] {
-		f := batch[i]
+	for _, f := range batch[:k] {
 		putFrame(f.buf)
 		if f.done != nil {
 			f.done.Settle(failed)
 		}
 	}
-	clear(batch) // the unwritten rest was copied back into the queue
-	ow.mu.Lock()
-	ow.spare = batch[:0]
-	ow.busy = false
-	wake := len(ow.queue) > 0 || ow.closing || ow.err != nil
-	ow.mu.Unlock()
-	if wake {
-		ow.Wake()
-	}
-	return bufs
-}
-
-// writeOnce writes the queued frames as one vectored write if no other
-// write is in progress, then settles their callbacks.
-func (ow *OutboundWriter) writeOnce(bufs [][]byte) [][]byte {
-	ow.mu.Lock()
-	if ow.busy || ow.err != nil || len(ow.queue) == 0 {
-		ow.mu.Unlock()
-		return bufs
-	}
-	ow.busy = true
-	batch := ow.queue
-	ow.queue, ow.spare = ow.spare[:0], nil
-	ow.mu.Unlock()
-
-	bufs = bufs[:0]
-	size := 0
-	for _, f := range batch {
-		bufs = append(bufs, f.data)
-		size += len(f.data)
-	}
-	err := ow.w.Write(bufs...)
-	clear(bufs)
-
-	ow.mu.Lock()
-	ow.frames -= len(batch)
-	ow.bytes -= size
-	if err != nil {
-		ow.failLocked(err) // unlocks; the first error wins
-		ow.mu.Lock()
-	}
-	failed := ow.err
-	ow.mu.Unlock()
-	// A frame counts as written only if the writer had not failed: after a
-	// failure every unsettled frame gets the terminal error.
-	for i, f := range batch {
-		putFrame(f.buf)
-		if f.done != nil {
-			f.done.Settle(failed)
-		}
-		batch[i] = outFrame{}
-	}
+	clear(batch) // an unwritten rest was copied back into the queue
 	ow.mu.Lock()
 	ow.spare = batch[:0]
 	ow.busy = false
