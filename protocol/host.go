@@ -37,6 +37,12 @@ func init() {
 func (s HostStatus) AppendJSON(b []byte) []byte {
 	b = append(b, `{"hostEpoch":`...)
 	b = appendString(b, s.HostEpoch)
+	return s.AppendJSONAfterEpoch(b)
+}
+
+// AppendJSONAfterEpoch appends the encoding of s that follows its hostEpoch
+// value, for encoders that keep the epoch already encoded.
+func (s HostStatus) AppendJSONAfterEpoch(b []byte) []byte {
 	b = append(b, `,"state":`...)
 	b = appendString(b, string(s.State))
 	b = append(b, `,"connections":`...)

@@ -27,7 +27,7 @@ type Call struct {
 	Input     any
 	Conn      *ConnInfo
 	lease     OperationLease
-	status    protocol.HostStatus // the kernel's host.status result, without boxing
+	status    statusResult // the kernel's host.status result, without boxing
 }
 
 // AcquireResidency keeps the host alive until the returned residency is

@@ -74,6 +74,7 @@ type Options struct {
 // Kernel is a running Runtime Host.
 type Kernel struct {
 	opts      Options
+	epochJSON []byte // the host epoch as a JSON string
 	log       *slog.Logger
 	owner     *storageroot.Owner
 	epoch     string
@@ -168,6 +169,7 @@ func Start(ctx context.Context, opts Options) (*Kernel, error) {
 		closed:      make(chan struct{}),
 	}
 	k.curState.Store(protocol.StateStarting)
+	k.epochJSON = newEpochJSON(k.epoch)
 	k.log = log.With("hostEpoch", k.epoch)
 	k.baseCtx, k.cancel = context.WithCancel(context.Background())
 	bare := Handlers{protocol.OpHostStatus: k.statusHandler}
@@ -675,8 +677,39 @@ var leasePool = sync.Pool{New: func() any { return new(opLease) }}
 
 // statusHandler serves host.status from the kernel's own counters.
 func (k *Kernel) statusHandler(_ context.Context, call *Call) Outcome {
-	call.status = k.Status()
+	call.status = statusResult{HostStatus: k.Status(), epochJSON: k.epochJSON}
 	return OK(&call.status)
+}
+
+// statusResult is host.status with the host epoch encoded once per kernel
+// (it never changes); it validates and encodes without rescanning it.
+type statusResult struct {
+	protocol.HostStatus
+	epochJSON []byte // the JSON string of HostStatus.HostEpoch, validated
+}
+
+// Validate applies the host.status output rules; the epoch was checked
+// when epochJSON was built.
+func (r *statusResult) Validate() error {
+	st := r.HostStatus
+	st.HostEpoch = "e" // checked once, in newEpochJSON
+	return st.Validate()
+}
+
+// AppendJSON appends the wire encoding, equal to HostStatus.AppendJSON.
+func (r *statusResult) AppendJSON(b []byte) []byte {
+	b = append(b, `{"hostEpoch":`...)
+	b = append(b, r.epochJSON...)
+	return r.HostStatus.AppendJSONAfterEpoch(b)
+}
+
+// newEpochJSON encodes and validates a host epoch for statusResult.
+func newEpochJSON(epoch string) []byte {
+	if err := (protocol.HostStatus{HostEpoch: epoch, State: protocol.StateReady}).Validate(); err != nil {
+		panic("runtime host: invalid host epoch " + epoch)
+	}
+	b, _ := protocol.Marshal(epoch)
+	return b
 }
 
 // ---- residency ----
