@@ -434,20 +434,29 @@ func staleConnection(cat *Catalog, expected protocol.ConnectionVersionBasis) (in
 	return i, nil
 }
 
-func (c *Coordinator) catalogUpdate(ctx context.Context, call *host.Call) host.Outcome {
-	in, ok := call.Input.(protocol.CatalogUpdateInput)
-	if !ok {
-		return internalFailure
-	}
+// mutateConnection runs fn in a catalog mutation on the connection named by
+// expected, answering connection_stale when it is gone or has moved on.
+func (c *Coordinator) mutateConnection(ctx context.Context, expected protocol.ConnectionVersionBasis,
+	fn func(ctx context.Context, cat Catalog, i int) (any, bool, error)) host.Outcome {
 	return c.mutate(ctx, func(ctx context.Context) (any, bool, error) {
 		cat, err := c.loadCatalog(ctx)
 		if err != nil {
 			return nil, false, err
 		}
-		i, stale := staleConnection(&cat, in.Expected)
+		i, stale := staleConnection(&cat, expected)
 		if stale != nil {
 			return *stale, false, nil
 		}
+		return fn(ctx, cat, i)
+	})
+}
+
+func (c *Coordinator) catalogUpdate(ctx context.Context, call *host.Call) host.Outcome {
+	in, ok := call.Input.(protocol.CatalogUpdateInput)
+	if !ok {
+		return internalFailure
+	}
+	return c.mutateConnection(ctx, in.Expected, func(ctx context.Context, cat Catalog, i int) (any, bool, error) {
 		conn := cat.Connections[i]
 		baseURL, err := protocol.NormalizeConnectionBaseURL(in.Changes.BaseURL, conn.ProviderType)
 		if err != nil {
@@ -479,15 +488,7 @@ func (c *Coordinator) catalogRemove(ctx context.Context, call *host.Call) host.O
 	if !ok {
 		return internalFailure
 	}
-	return c.mutate(ctx, func(ctx context.Context) (any, bool, error) {
-		cat, err := c.loadCatalog(ctx)
-		if err != nil {
-			return nil, false, err
-		}
-		i, stale := staleConnection(&cat, in.Expected)
-		if stale != nil {
-			return *stale, false, nil
-		}
+	return c.mutateConnection(ctx, in.Expected, func(ctx context.Context, cat Catalog, i int) (any, bool, error) {
 		next := cat
 		next.Connections = slices.Delete(slices.Clone(cat.Connections), i, i+1)
 		if t := cat.DefaultTarget; t != nil && t.ConnectionID == in.Expected.ConnectionID {
