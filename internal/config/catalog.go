@@ -379,14 +379,7 @@ func (c *Coordinator) catalogCreate(ctx context.Context, call *host.Call) host.O
 	if !ok {
 		return internalFailure
 	}
-	return c.mutate(ctx, func(ctx context.Context) (any, bool, error) {
-		cat, err := c.loadCatalog(ctx)
-		if err != nil {
-			return nil, false, err
-		}
-		if cat.Revision != in.ExpectedCatalogRevision {
-			return protocol.RevisionConflict{ExpectedRevision: in.ExpectedCatalogRevision, ActualRevision: cat.Revision}, false, nil
-		}
+	return c.mutateCatalogAt(ctx, in.ExpectedCatalogRevision, func(ctx context.Context, cat Catalog) (any, bool, error) {
 		draft := in.Connection
 		if slices.ContainsFunc(cat.Connections, func(x Connection) bool { return x.Slug == draft.Slug }) {
 			return protocol.ConnectionExists{Slug: draft.Slug}, false, nil
@@ -432,6 +425,22 @@ func staleConnection(cat *Catalog, expected protocol.ConnectionVersionBasis) (in
 			Actual: &protocol.ConnectionVersionBasis{ConnectionID: cur.ConnectionID, Revision: cur.Revision}}
 	}
 	return i, nil
+}
+
+// mutateCatalogAt runs fn in a catalog mutation if the catalog is still at
+// expected, answering revision_conflict otherwise.
+func (c *Coordinator) mutateCatalogAt(ctx context.Context, expected int64,
+	fn func(ctx context.Context, cat Catalog) (any, bool, error)) host.Outcome {
+	return c.mutate(ctx, func(ctx context.Context) (any, bool, error) {
+		cat, err := c.loadCatalog(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		if cat.Revision != expected {
+			return protocol.RevisionConflict{ExpectedRevision: expected, ActualRevision: cat.Revision}, false, nil
+		}
+		return fn(ctx, cat)
+	})
 }
 
 // mutateConnection runs fn in a catalog mutation on the connection named by
@@ -509,14 +518,7 @@ func (c *Coordinator) catalogSetDefaultTarget(ctx context.Context, call *host.Ca
 	if !ok {
 		return internalFailure
 	}
-	return c.mutate(ctx, func(ctx context.Context) (any, bool, error) {
-		cat, err := c.loadCatalog(ctx)
-		if err != nil {
-			return nil, false, err
-		}
-		if cat.Revision != in.ExpectedCatalogRevision {
-			return protocol.RevisionConflict{ExpectedRevision: in.ExpectedCatalogRevision, ActualRevision: cat.Revision}, false, nil
-		}
+	return c.mutateCatalogAt(ctx, in.ExpectedCatalogRevision, func(ctx context.Context, cat Catalog) (any, bool, error) {
 		next := cat
 		next.DefaultTarget = nil
 		if t := in.Target; t != nil {
