@@ -1,0 +1,88 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestNewSelectsProvider(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		want    string // "openai", "anthropic", or an error substring
+		wantErr bool
+	}{
+		{name: "openai default", cfg: Config{ProviderType: "openai", APIKey: "k"}, want: "openai"},
+		{name: "ollama default", cfg: Config{ProviderType: "ollama"}, want: "openai"},
+		{name: "anthropic default", cfg: Config{ProviderType: "anthropic", APIKey: "k"}, want: "anthropic"},
+		{name: "anthropic-compatible", cfg: Config{ProviderType: "anthropic-compatible", BaseURL: "https://relay.example/v1"}, want: "anthropic"},
+		{name: "declared messages protocol", cfg: Config{ProviderType: "openrouter", BaseURL: "https://relay.example", APIProtocol: "anthropic-messages"}, want: "anthropic"},
+		{name: "declared chat protocol on google", cfg: Config{ProviderType: "google", BaseURL: "https://g.example/v1beta/openai", APIProtocol: "openai-chat"}, want: "openai"},
+		{name: "compatible with base", cfg: Config{ProviderType: "deepseek", BaseURL: "https://api.deepseek.com"}, want: "openai"},
+		{name: "responses protocol", cfg: Config{ProviderType: "openai", APIProtocol: "openai-responses"}, want: "Responses API", wantErr: true},
+		{name: "responses-compatible", cfg: Config{ProviderType: "openai-responses-compatible", BaseURL: "https://x"}, want: `"openai-responses-compatible"`, wantErr: true},
+		{name: "codex", cfg: Config{ProviderType: "openai-codex"}, want: `"openai-codex"`, wantErr: true},
+		{name: "claude subscription even as messages", cfg: Config{ProviderType: "claude-subscription", APIProtocol: "anthropic-messages"}, want: `"claude-subscription"`, wantErr: true},
+		{name: "copilot", cfg: Config{ProviderType: "github-copilot"}, want: `"github-copilot"`, wantErr: true},
+		{name: "gemini-cli", cfg: Config{ProviderType: "gemini-cli"}, want: `"gemini-cli"`, wantErr: true},
+		{name: "google", cfg: Config{ProviderType: "google", APIKey: "k"}, want: `"google"`, wantErr: true},
+		{name: "cohere", cfg: Config{ProviderType: "cohere", APIKey: "k"}, want: `"cohere"`, wantErr: true},
+		{name: "unknown protocol", cfg: Config{ProviderType: "openai", APIProtocol: "grpc"}, want: `unknown API protocol "grpc"`, wantErr: true},
+		{name: "no base URL", cfg: Config{ProviderType: "deepseek", APIKey: "k"}, want: "connection has no base URL", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := New(tt.cfg)
+			if tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("New = %T, %v; want an error containing %q", p, err, tt.want)
+				}
+				if tt.want != "connection has no base URL" && !errors.Is(err, ErrUnsupportedProvider) {
+					t.Fatalf("error %v does not wrap ErrUnsupportedProvider", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			switch p.(type) {
+			case *openAIChat:
+				got = "openai"
+			case *anthropicProvider:
+				got = "anthropic"
+			}
+			if got != tt.want {
+				t.Fatalf("New = %T, want %s", p, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewUsesConfiguredEndpoint(t *testing.T) {
+	srv := newWireServer(t, sse(openAITextStream, false))
+	p, err := New(Config{ProviderType: "lm-studio", BaseURL: srv.URL + "/v1", HTTPClient: srv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Stream(context.Background(), Request{Model: "m"}, discard); err != nil {
+		t.Fatal(err)
+	}
+	if c := srv.calls(); len(c) != 1 || c[0].Path != "/v1/chat/completions" || c[0].Header.Get("Authorization") != "" {
+		t.Fatalf("requests %+v", c)
+	}
+
+	srv2 := newWireServer(t, sse(anthropicTextStream, false))
+	p, err = New(Config{ProviderType: "anthropic", BaseURL: srv2.URL + "/v1", APIKey: "sk-ant", HTTPClient: srv2.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Stream(context.Background(), Request{Model: "claude"}, discard); err != nil {
+		t.Fatal(err)
+	}
+	if c := srv2.calls(); len(c) != 1 || c[0].Path != "/v1/messages" || c[0].Header.Get("x-api-key") != "sk-ant" {
+		t.Fatalf("requests %+v", c)
+	}
+}
