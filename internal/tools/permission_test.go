@@ -1,0 +1,278 @@
+package tools
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/maka-agent/maka/protocol"
+)
+
+func TestPermissionMatrix(t *testing.T) {
+	const A, B, P = Allow, Block, Prompt
+	// Columns: explore, ask, execute, bypass.
+	want := map[string][4]Decision{
+		"read":            {A, A, A, A},
+		"web_read":        {P, P, A, A},
+		"file_write":      {B, P, A, A},
+		"fs_destructive":  {B, P, P, A},
+		"shell_safe":      {B, P, P, A},
+		"shell_unsafe":    {B, P, P, A},
+		"git_destructive": {B, P, P, A},
+		"network_send":    {B, P, A, A},
+		"privileged":      {B, P, P, A},
+		"browser":         {B, P, P, A},
+		"computer_use":    {B, P, P, A},
+		"custom_tool":     {P, A, A, A},
+		"subagent":        {A, P, A, A},
+	}
+	if len(want) != len(protocol.ToolCategories) {
+		t.Fatalf("table covers %d of %d categories", len(want), len(protocol.ToolCategories))
+	}
+	for _, cat := range protocol.ToolCategories {
+		row, ok := want[cat]
+		if !ok {
+			t.Fatalf("category %s missing from the table", cat)
+		}
+		for i, mode := range Modes {
+			t.Run(fmt.Sprintf("%s/%s", mode, cat), func(t *testing.T) {
+				tool := categorizedTool{fakeTool{name: "Custom", perm: true, category: cat}}
+				v := NewEngine(mode, nil).Evaluate(tool, json.RawMessage(`{"a":1}`))
+				if v.Decision != row[i] || MatrixDecision(mode, cat) != row[i] {
+					t.Errorf("decision %s, want %s", v.Decision, row[i])
+				}
+				if v.Category != cat || v.Reason != protocol.PermissionReasonForCategory(cat) || v.Rule != nil {
+					t.Errorf("verdict %+v", v)
+				}
+			})
+		}
+	}
+	if MatrixDecision(ModeExplore, "no_such_category") != Prompt || MatrixDecision("weird", protocol.ToolCategoryFileWrite) != Prompt {
+		t.Error("unknown category/mode fallbacks")
+	}
+}
+
+func TestBuiltinCategories(t *testing.T) {
+	tests := []struct {
+		tool     string
+		args     string
+		category string
+		reason   string
+		explore  Decision
+		ask      Decision
+		execute  Decision
+	}{
+		{NameRead, `{"path":"a"}`, "read", "custom", Allow, Allow, Allow},
+		{NameGlob, `{"pattern":"*"}`, "read", "custom", Allow, Allow, Allow},
+		{NameGrep, `{"pattern":"x"}`, "read", "custom", Allow, Allow, Allow},
+		{NameWrite, `{"path":"a","content":""}`, "file_write", "file_write", Block, Prompt, Allow},
+		{NameEdit, `{"path":"a","old_string":"x","new_string":"y"}`, "file_write", "file_write", Block, Prompt, Allow},
+		{NameBash, `{"command":"ls -la"}`, "shell_unsafe", "shell_dangerous", Block, Prompt, Prompt},
+		{NameBash, `{"command":"rm -rf build"}`, "fs_destructive", "fs_destructive", Block, Prompt, Prompt},
+		{NameBash, `{"command":"git push --force"}`, "git_destructive", "git_destructive", Block, Prompt, Prompt},
+		{NameBash, `{"command":"echo hi && sudo reboot"}`, "privileged", "privileged", Block, Prompt, Prompt},
+		{NameBash, `{"command":42}`, "shell_unsafe", "shell_dangerous", Block, Prompt, Prompt},
+	}
+	for _, tt := range tests {
+		t.Run(tt.tool+tt.args, func(t *testing.T) {
+			tool := byName(t, tt.tool)
+			for mode, want := range map[Mode]Decision{ModeExplore: tt.explore, ModeAsk: tt.ask, ModeExecute: tt.execute, ModeBypass: Allow} {
+				v := NewEngine(mode, nil).Evaluate(tool, json.RawMessage(tt.args))
+				if v.Decision != want || v.Category != tt.category || v.Reason != tt.reason {
+					t.Errorf("%s: %+v, want %s %s %s", mode, v, want, tt.category, tt.reason)
+				}
+			}
+		})
+	}
+	for name, cat := range map[string]string{
+		"WebFetch": "web_read", "WebSearch": "web_read", "WriteStdin": "shell_unsafe",
+		"browser_click": "browser", "apply_patch": "file_write", "mcp__x": "custom_tool",
+	} {
+		if got := CategoryOf(fakeTool{name: name}, nil); got != cat {
+			t.Errorf("CategoryOf(%s) = %s, want %s", name, got, cat)
+		}
+	}
+}
+
+func TestRulePrecedence(t *testing.T) {
+	rule := func(effect, s string) Rule {
+		r, err := ParseRule(effect, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	read, write, bash := byName(t, NameRead), byName(t, NameWrite), byName(t, NameBash)
+	tests := []struct {
+		name  string
+		mode  Mode
+		rules []Rule
+		tool  Tool
+		args  string
+		want  Decision
+		rule  string // the deciding rule, "" for none
+	}{
+		{"deny beats allow", ModeBypass, []Rule{rule("allow", "Write"), rule("deny", "write")}, write, `{"path":"a"}`, Block, "write"},
+		{"deny applies to tools needing no permission", ModeBypass, []Rule{rule("deny", "Read")}, read, `{"path":"a"}`, Block, "Read"},
+		{"allow rule beats the matrix", ModeExplore, []Rule{rule("allow", "category:file_write")}, write, `{"path":"a"}`, Allow, "category:file_write"},
+		{"bash exact allow, whitespace collapsed", ModeExplore, []Rule{rule("allow", "Bash(git   status)")}, bash, `{"command":"  git status\n"}`, Allow, "Bash(git status)"},
+		{"bash exact does not match more", ModeAsk, []Rule{rule("allow", "Bash(git status)")}, bash, `{"command":"git status; rm -rf /"}`, Prompt, ""},
+		{"bash exact only for Bash", ModeAsk, []Rule{rule("allow", "Bash(a)")}, write, `{"path":"a","command":"a"}`, Prompt, ""},
+		{"deny refined bash category", ModeBypass, []Rule{rule("deny", "category:fs_destructive")}, bash, `{"command":"rm x"}`, Block, "category:fs_destructive"},
+		{"category deny misses other categories", ModeBypass, []Rule{rule("deny", "category:fs_destructive")}, bash, `{"command":"ls"}`, Allow, ""},
+		{"deny bash exact beats allow tool", ModeBypass, []Rule{rule("allow", "Bash"), rule("deny", "Bash(make deploy)")}, bash, `{"command":"make  deploy"}`, Block, "Bash(make deploy)"},
+		{"no rules", ModeAsk, nil, write, `{"path":"a"}`, Prompt, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := NewEngine(tt.mode, tt.rules).Evaluate(tt.tool, json.RawMessage(tt.args))
+			if v.Decision != tt.want {
+				t.Errorf("decision %s, want %s", v.Decision, tt.want)
+			}
+			switch {
+			case tt.rule == "" && v.Rule != nil:
+				t.Errorf("decided by rule %v", *v.Rule)
+			case tt.rule != "" && (v.Rule == nil || v.Rule.String() != tt.rule):
+				t.Errorf("rule %v, want %s", v.Rule, tt.rule)
+			}
+		})
+	}
+}
+
+func TestParseRule(t *testing.T) {
+	tests := []struct {
+		effect, in string
+		want       Rule
+		err        string
+	}{
+		{"allow", "Read", Rule{RuleAllow, RuleKindTool, "Read"}, ""},
+		{"DENY", " Bash( git  status ) ", Rule{RuleDeny, RuleKindBashExact, "git status"}, ""},
+		{"allow", "bash(ls)", Rule{RuleAllow, RuleKindBashExact, "ls"}, ""},
+		{"allow", "category:file_write", Rule{RuleAllow, RuleKindCategory, "file_write"}, ""},
+		{"allow", "category:nope", Rule{}, "unknown tool category"},
+		{"allow", "Bash()", Rule{}, "empty command"},
+		{"allow", "Bash(ls", Rule{}, "closing parenthesis"},
+		{"allow", "Read(x)", Rule{}, "only Bash"},
+		{"allow", "", Rule{}, "empty"},
+		{"allow", "two words", Rule{}, "tool name"},
+		{"maybe", "Read", Rule{}, "allow or deny"},
+	}
+	for _, tt := range tests {
+		got, err := ParseRule(tt.effect, tt.in)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("ParseRule(%q, %q) error %v, want %q", tt.effect, tt.in, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("ParseRule(%q, %q) = %+v, %v", tt.effect, tt.in, got, err)
+		}
+		if again, err := ParseRule(tt.effect, got.String()); err != nil || again != got {
+			t.Errorf("String() %q does not round-trip: %+v %v", got.String(), again, err)
+		}
+	}
+}
+
+func TestParseMode(t *testing.T) {
+	for _, m := range Modes {
+		if got, err := ParseMode(" " + strings.ToUpper(string(m))); err != nil || got != m {
+			t.Errorf("ParseMode(%s) = %s, %v", m, got, err)
+		}
+	}
+	if _, err := ParseMode("yolo"); err == nil {
+		t.Error("ParseMode accepted yolo")
+	}
+}
+
+func TestScopeKeys(t *testing.T) {
+	tests := []struct {
+		tool Tool
+		args string
+		want string
+	}{
+		{byName(t, NameWrite), `{"path":"./a/../b.txt","content":"x"}`, "file_write:Write:b.txt"},
+		{byName(t, NameRead), `{"path":"src/x.go"}`, "read:Read:src/x.go"},
+		{byName(t, NameGlob), `{"pattern":"**/*.go"}`, "read:Glob:.:**/*.go"},
+		{byName(t, NameGrep), `{"pattern":"foo","path":"src","glob":"*.go"}`, "read:Grep:src:*.go:foo"},
+		{byName(t, NameBash), `{"command":"git   status\n"}`, "shell_unsafe:Bash:git status"},
+		{fakeTool{name: "browser_click", perm: true}, `{"x":1}`, "browser"},
+		{fakeTool{name: "mcp", perm: true}, `{"b":1,"a":[2]}`, `custom_tool:mcp:{"a":[2],"b":1}`},
+		{fakeTool{name: "mcp", perm: true}, ``, `custom_tool:mcp:{}`},
+	}
+	for _, tt := range tests {
+		v := NewEngine(ModeAsk, nil).Evaluate(tt.tool, json.RawMessage(tt.args))
+		if v.ScopeKey != tt.want {
+			t.Errorf("%s %s: scope %q, want %q", tt.tool.Name(), tt.args, v.ScopeKey, tt.want)
+		}
+	}
+	long := strings.Repeat("x ", 600)
+	v := NewEngine(ModeAsk, nil).Evaluate(byName(t, NameBash), json.RawMessage(fmt.Sprintf(`{"command":%q}`, long)))
+	if n := len(strings.TrimPrefix(v.ScopeKey, "shell_unsafe:Bash:")); n != scopeMaxCommand {
+		t.Errorf("bash scope key command part %d bytes", n)
+	}
+	v = NewEngine(ModeAsk, nil).Evaluate(fakeTool{name: "mcp", perm: true}, json.RawMessage(fmt.Sprintf(`{"a":%q}`, long)))
+	if n := len(strings.TrimPrefix(v.ScopeKey, "custom_tool:mcp:")); n != scopeMaxArgs {
+		t.Errorf("generic scope key args part %d bytes", n)
+	}
+}
+
+func TestRemember(t *testing.T) {
+	write := byName(t, NameWrite)
+	e := NewEngine(ModeAsk, nil)
+	a := json.RawMessage(`{"path":"a.txt","content":"1"}`)
+	v := e.Evaluate(write, a)
+	if v.Decision != Prompt || !v.RememberAllowed {
+		t.Fatalf("%+v", v)
+	}
+	e.Remember(v.ScopeKey)
+	if got := e.Evaluate(write, json.RawMessage(`{"path":"a.txt","content":"2"}`)); got.Decision != Allow {
+		t.Errorf("remembered scope still %s", got.Decision)
+	}
+	if got := e.Evaluate(write, json.RawMessage(`{"path":"b.txt","content":"1"}`)); got.Decision != Prompt {
+		t.Errorf("other path %s", got.Decision)
+	}
+	if got := NewEngine(ModeAsk, nil).Evaluate(write, a); got.Decision != Prompt {
+		t.Error("memory leaked into a new engine")
+	}
+	// Remembering never turns a block into an allow.
+	ex := NewEngine(ModeExplore, nil)
+	ex.Remember(v.ScopeKey)
+	if got := ex.Evaluate(write, a); got.Decision != Block {
+		t.Errorf("explore after remember: %s", got.Decision)
+	}
+	// A deny rule wins over a remembered scope.
+	deny, _ := ParseRule("deny", "Write")
+	dn := NewEngine(ModeAsk, []Rule{deny})
+	dn.Remember(v.ScopeKey)
+	if got := dn.Evaluate(write, a); got.Decision != Block {
+		t.Errorf("deny after remember: %s", got.Decision)
+	}
+	if v := e.Evaluate(fakeTool{name: "WriteStdin", perm: true}, nil); v.RememberAllowed {
+		t.Error("WriteStdin may be remembered")
+	}
+	if v := e.Evaluate(categorizedTool{fakeTool{name: "screen", perm: true, category: "computer_use"}}, nil); v.RememberAllowed {
+		t.Error("computer_use may be remembered")
+	}
+}
+
+func TestEngineConcurrent(t *testing.T) {
+	e := NewEngine(ModeAsk, nil)
+	bash := byName(t, NameBash)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			args := json.RawMessage(fmt.Sprintf(`{"command":"echo %d"}`, i))
+			v := e.Evaluate(bash, args)
+			e.Remember(v.ScopeKey)
+			if got := e.Evaluate(bash, args); got.Decision != Allow {
+				t.Errorf("after remember: %s", got.Decision)
+			}
+		}()
+	}
+	wg.Wait()
+}

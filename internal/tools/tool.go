@@ -1,0 +1,63 @@
+// Package tools holds the host's built-in tools (Read, Write, Edit, Bash,
+// Glob, Grep), the permission engine that decides whether a call may run
+// (runtime.md §4.4), and the settlement rules around a call (argument
+// checks, the repeated-identical-failure gate, output caps, redaction).
+package tools
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// ActivityKind values (protocol.md §7 tool_start.activityKind).
+const (
+	ActivityRead    = "read"
+	ActivitySearch  = "search"
+	ActivityEdit    = "edit"
+	ActivityCommand = "command"
+	ActivityTool    = "tool"
+)
+
+// Env is what a tool call may use of its session.
+type Env struct {
+	SessionID string
+	RunID     string
+	TurnID    string
+	ToolUseID string
+	// Workspace is the session's workspace directory (absolute, cleaned);
+	// file tools are confined to it.
+	Workspace string
+	// Output receives live output chunks (Bash); stream is "stdout" or
+	// "stderr". Chunks are redacted, hold whole lines where possible and
+	// are at most 8192 bytes; calls for one tool call never overlap. May be
+	// nil.
+	Output func(stream, chunk string)
+}
+
+// Result is a settled tool call.
+type Result struct {
+	// Content is the result as shown to clients and stored: a JSON object
+	// with a "kind" (text, json, file_write, file_diff, terminal, ...).
+	Content json.RawMessage
+	// ModelText is the result as the model reads it.
+	ModelText string
+	// IsError marks a failed call; the turn continues.
+	IsError bool
+}
+
+// Tool is one built-in tool.
+type Tool interface {
+	Name() string
+	Description() string
+	// Parameters is the JSON Schema of the arguments object.
+	Parameters() json.RawMessage
+	// PermissionRequired reports whether the permission engine must
+	// approve a call (Read, Glob and Grep need no approval).
+	PermissionRequired() bool
+	ActivityKind() string
+	// Run executes one call. Invalid arguments, refusals and failures are
+	// error Results, not Go errors; a Go error means the call could not be
+	// settled at all (it is reported to the model as an error result too).
+	// ctx is cancelled when the turn stops; the tool must return promptly.
+	Run(ctx context.Context, env Env, args json.RawMessage) (Result, error)
+}
