@@ -19,6 +19,7 @@ import (
 	"github.com/maka-agent/maka/internal/control"
 	"github.com/maka-agent/maka/internal/domain"
 	"github.com/maka-agent/maka/internal/host"
+	"github.com/maka-agent/maka/internal/model"
 	"github.com/maka-agent/maka/internal/storageroot"
 	"github.com/maka-agent/maka/protocol"
 )
@@ -43,7 +44,7 @@ ${XDG_CONFIG_HOME:-~/.config}/Maka/workspaces/default.`,
 }
 
 func newHostServeCommand() *cobra.Command {
-	var rootPath, expectedRootID, logLevel string
+	var rootPath, expectedRootID, logLevel, scriptPath string
 	var idleGrace time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -65,7 +66,13 @@ exits with code 2 without touching anything.`,
 				return exitf(2, "invalid --log-level %q (use debug, info, warn or error)", logLevel)
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-			return serve(cmd.Context(), root, expectedRootID, idleGrace, log)
+			var dopts domain.Options
+			if scriptPath != "" {
+				if dopts.Script, err = model.LoadScript(scriptPath); err != nil {
+					return exitf(2, "invalid --model-script: %v", err)
+				}
+			}
+			return serve(cmd.Context(), root, expectedRootID, idleGrace, log, dopts)
 		},
 	}
 	cmd.Flags().StringVar(&rootPath, "root", "", "storage root directory")
@@ -73,10 +80,11 @@ exits with code 2 without touching anything.`,
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	cmd.Flags().StringVar(&expectedRootID, "expected-root-id", "", "refuse to start unless the root has this id (used when clients start the host)")
 	_ = cmd.Flags().MarkHidden("expected-root-id")
+	cmd.Flags().StringVar(&scriptPath, "model-script", "", "answer every turn with this scripted model (JSON script; offline demos and tests) instead of the connection catalog")
 	return cmd
 }
 
-func serve(ctx context.Context, root, expectedRootID string, idleGrace time.Duration, log *slog.Logger) error {
+func serve(ctx context.Context, root, expectedRootID string, idleGrace time.Duration, log *slog.Logger, dopts domain.Options) error {
 	if idleGrace < 0 || idleGrace > host.MaxTimerDuration {
 		return exitf(2, "--idle-grace must be between 0 and %v", host.MaxTimerDuration)
 	}
@@ -103,7 +111,7 @@ func serve(ctx context.Context, root, expectedRootID string, idleGrace time.Dura
 		}
 		return exitf(2, "%s", msg)
 	}
-	opts := host.Options{Owner: owner, Logger: log, CompositionFactory: domain.Factory(capability.Path(), log)}
+	opts := host.Options{Owner: owner, Logger: log, CompositionFactory: domain.Factory(capability.Path(), log, dopts)}
 	if idleGrace == 0 {
 		opts.DisableIdleExit = true
 	} else {

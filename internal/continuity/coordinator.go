@@ -90,6 +90,9 @@ type sessionState struct {
 	encoded     []byte // canonical encoding, for change detection
 	revision    int64
 	subscribers map[*subscriber]struct{}
+	// fence is the root turn whose terminal snapshot only
+	// PublishTerminal may publish (fence.go); nil when none.
+	fence *rootIdentity
 }
 
 type connState struct {
@@ -197,7 +200,7 @@ func (c *Coordinator) commitLocked(sessionID string, p Projection, create bool) 
 		c.sessions[sessionID] = st
 		return st, nil, nil
 	}
-	if bytes.Equal(enc, st.encoded) {
+	if bytes.Equal(enc, st.encoded) || st.fence.holdsBack(p.RootTurn) {
 		return st, nil, nil
 	}
 	if err := c.validateSnapshot(sessionID, p, st.revision+1); err != nil {
@@ -378,9 +381,10 @@ func (c *Coordinator) removeLocked(s *subscriber) {
 }
 
 // dropIfUnusedLocked forgets a session's publication state once nobody
-// subscribes: a later open starts again at revision 1.
+// subscribes and no terminal fence is held: a later open starts again at
+// revision 1.
 func (c *Coordinator) dropIfUnusedLocked(sessionID string) {
-	if st := c.sessions[sessionID]; st != nil && len(st.subscribers) == 0 {
+	if st := c.sessions[sessionID]; st != nil && len(st.subscribers) == 0 && st.fence == nil {
 		delete(c.sessions, sessionID)
 	}
 }

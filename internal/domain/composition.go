@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"time"
 
@@ -16,9 +17,12 @@ import (
 	"github.com/maka-agent/maka/internal/continuity"
 	"github.com/maka-agent/maka/internal/host"
 	"github.com/maka-agent/maka/internal/lane"
+	"github.com/maka-agent/maka/internal/model"
 	"github.com/maka-agent/maka/internal/sessions"
 	"github.com/maka-agent/maka/internal/store"
 	"github.com/maka-agent/maka/internal/tasks"
+	"github.com/maka-agent/maka/internal/tools"
+	"github.com/maka-agent/maka/internal/turns"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -29,7 +33,24 @@ const (
 )
 
 // Migrations are the domain schema steps after the store's built-in schema.
-var Migrations = []store.Migration{sessions.Migration, tasks.Migration}
+var Migrations = []store.Migration{sessions.Migration, tasks.Migration, turns.Migration}
+
+// Options configures the domain beyond its storage root.
+type Options struct {
+	// Script, when set, makes every turn use the scripted model provider
+	// with this script instead of the connection catalog (offline demos,
+	// tests and benchmarks).
+	Script *model.Script
+	// Provider, when set, answers every turn (before Script); for tests
+	// and benchmarks that drive the model themselves.
+	Provider model.Provider
+	// HTTPClient is the model providers' client (nil: a default one).
+	HTTPClient *http.Client
+	// MaxSteps caps the model steps of a turn (0: unlimited).
+	MaxSteps int
+	// Step overrides the retry and watchdog options of model steps.
+	Step model.StepOptions
+}
 
 // Composition is the running domain of one host epoch.
 type Composition struct {
@@ -40,25 +61,41 @@ type Composition struct {
 	config   *config.Coordinator
 	sessions *sessions.Service
 	tasks    *tasks.Ledger
+	turns    *turns.Coordinator
+	secrets  *config.SecretFile
 	handlers host.Handlers
+
+	scripted   model.Provider
+	httpClient *http.Client
 }
 
 var _ host.Composition = (*Composition)(nil)
 
 // Factory returns the composition factory of the storage root at rootPath.
-func Factory(rootPath string, log *slog.Logger) host.CompositionFactory {
+func Factory(rootPath string, log *slog.Logger, opts Options) host.CompositionFactory {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return func(ctx context.Context, k *host.Kernel) (host.Composition, error) {
-		return Open(ctx, rootPath, k.HostEpoch(), k.RequestDrain, log)
+		return Open(ctx, rootPath, Host{Epoch: k.HostEpoch(), RequestDrain: k.RequestDrain, Residency: k.AcquireResidency}, log, opts)
 	}
 }
 
-// Open opens the domain of rootPath for hostEpoch; requestDrain is called
-// when the domain can no longer serve safely (a poisoned configuration
-// gate).
-func Open(ctx context.Context, rootPath, hostEpoch string, requestDrain func(), log *slog.Logger) (*Composition, error) {
+// Host is what the domain uses of the host kernel.
+type Host struct {
+	Epoch string
+	// RequestDrain is called when the domain can no longer serve safely.
+	RequestDrain func()
+	// Residency keeps the host alive while a turn runs (nil: never).
+	Residency func() host.Residency
+}
+
+// Open opens the domain of rootPath for the host epoch h.Epoch.
+func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts Options) (*Composition, error) {
+	hostEpoch, requestDrain := h.Epoch, h.RequestDrain
+	if requestDrain == nil {
+		requestDrain = func() {}
+	}
 	st, err := store.Open(ctx, filepath.Join(rootPath, DatabaseFile), store.Options{Migrations: Migrations})
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -76,17 +113,32 @@ func Open(ctx context.Context, rootPath, hostEpoch string, requestDrain func(), 
 	if err != nil {
 		return nil, errors.Join(err, st.Close(ctx))
 	}
-	c := &Composition{log: log, st: st, gate: lane.New(), config: cfg}
+	c := &Composition{log: log, st: st, gate: lane.New(), config: cfg, secrets: secrets, httpClient: opts.HTTPClient}
+	switch {
+	case opts.Provider != nil:
+		c.scripted = opts.Provider
+	case opts.Script != nil:
+		c.scripted = model.NewScripted(opts.Script, nil)
+	}
+	var tl *turns.Coordinator // built below; the session service reads it lazily
 	c.sessions = sessions.New(st, c.gate, sessions.Options{
 		HostEpoch:             hostEpoch,
 		DefaultPermissionMode: c.defaultPermissionMode,
 		OnChange:              c.refresh,
+		ActiveRoot:            func(id string) bool { return tl.ActiveRoot(id) },
+		RootTurn:              turns.TipSnapshot,
 	})
 	c.cont = continuity.New(hostEpoch, c.sessions.ReadProjection, c.gate, log)
 	c.tasks = tasks.New(st, tasks.Options{Lane: c.gate, Logger: log})
+	tl = turns.New(turns.Options{
+		Store: st, Gate: c.gate, Continuity: c.cont, Residency: h.Residency, RequestDrain: requestDrain,
+		Resolve: c.resolveModel, Tools: tools.NewRegistry(tools.Builtins()...), System: systemPrompt,
+		MaxSteps: opts.MaxSteps, Step: opts.Step, Log: log,
+	})
+	c.turns = tl
 
 	c.handlers = host.Handlers{}
-	for _, hs := range []host.Handlers{cfg.Handlers(), c.sessions.Handlers(), c.tasks.Handlers(), c.cont.Handlers()} {
+	for _, hs := range []host.Handlers{cfg.Handlers(), c.sessions.Handlers(), c.tasks.Handlers(), c.cont.Handlers(), tl.Handlers()} {
 		for op, h := range hs {
 			if _, dup := c.handlers[op]; dup {
 				return nil, errors.Join(fmt.Errorf("domain: two handlers for %s", op), c.Close(ctx))
@@ -126,16 +178,21 @@ func (c *Composition) Continuity() host.ConnectionObserver { return c.cont }
 // Store returns the durable store.
 func (c *Composition) Store() *store.Store { return c.st }
 
-// Recover implements host.Composition. Nothing runs across restarts yet:
-// every durable record is complete when its write returns.
-func (c *Composition) Recover(context.Context) error { return nil }
+// Recover implements host.Composition: runs a crash left open end failed
+// (app_restarted) and an admitted turn that never started is started.
+func (c *Composition) Recover(ctx context.Context) error { return c.turns.Recover(ctx) }
 
 // BeginDrain implements host.Composition.
-func (c *Composition) BeginDrain() {}
+func (c *Composition) BeginDrain() { c.turns.BeginDrain() }
 
-// Close implements host.Composition: subscriptions end, queued lane work is
-// refused, and the store is closed after its queued writes.
+// Close implements host.Composition: running turns are stopped (they end
+// cancelled), subscriptions end, queued lane work is refused, and the store
+// is closed after its queued writes.
 func (c *Composition) Close(ctx context.Context) error {
+	err := c.turns.Close(ctx)
 	c.cont.Close()
-	return errors.Join(c.gate.Close(ctx), c.st.Close(ctx))
+	return errors.Join(err, c.gate.Close(ctx), c.st.Close(ctx))
 }
+
+// Turns returns the root-turn coordinator.
+func (c *Composition) Turns() *turns.Coordinator { return c.turns }

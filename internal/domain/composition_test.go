@@ -33,7 +33,7 @@ func runHost(t *testing.T, root string) (c *client.Conn, stop func()) {
 	}
 	k, err := host.Start(context.Background(), host.Options{
 		Owner: owner, DisableIdleExit: true,
-		CompositionFactory: domain.Factory(capability.Path(), nil),
+		CompositionFactory: domain.Factory(capability.Path(), nil, domain.Options{}),
 	})
 	if err != nil {
 		t.Fatal(err)

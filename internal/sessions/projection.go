@@ -17,9 +17,13 @@ import (
 // pending.
 func (s *Service) ReadProjection(ctx context.Context, sessionID string) (continuity.Projection, bool, error) {
 	var h header
+	var root *protocol.TurnSnapshot
 	err := s.st.Read(ctx, func(q store.Querier) error {
 		var err error
-		h, err = loadHeader(q, sessionID)
+		if h, err = loadHeader(q, sessionID); err != nil || s.opts.RootTurn == nil {
+			return err
+		}
+		root, err = s.opts.RootTurn(q, sessionID)
 		return err
 	})
 	switch {
@@ -30,13 +34,9 @@ func (s *Service) ReadProjection(ctx context.Context, sessionID string) (continu
 	}
 	p := continuity.Projection{
 		Session:      h.identity(),
+		RootTurn:     root,
 		Queue:        protocol.SessionMessageQueueProjection{HostEpoch: s.opts.HostEpoch},
 		Interactions: protocol.InteractionProjection{},
-	}
-	if s.opts.RootTurn != nil {
-		if p.RootTurn, err = s.opts.RootTurn(ctx, sessionID); err != nil {
-			return continuity.Projection{}, false, err
-		}
 	}
 	return p, true, nil
 }

@@ -114,6 +114,8 @@ type MessagePayload struct {
 	TurnID    string `json:"turnId"`
 	MessageID string `json:"messageId"`
 	Text      string `json:"text"`
+	// Signature is the provider's signature of a thinking_complete text.
+	Signature string `json:"signature,omitempty"`
 }
 
 // ToolCallStartedPayload is the payload of tool_call_started.
@@ -122,6 +124,9 @@ type ToolCallStartedPayload struct {
 	ToolUseID string          `json:"toolUseId"`
 	ToolName  string          `json:"toolName"`
 	Args      json.RawMessage `json:"args,omitempty"`
+	// StepID names the model step that made the call (the message id of
+	// that step's text), so replay regroups a step's text and calls.
+	StepID string `json:"stepId,omitempty"`
 }
 
 // ToolCallFinishedPayload is the payload of tool_call_finished. Output is
@@ -133,6 +138,10 @@ type ToolCallFinishedPayload struct {
 	IsError    bool   `json:"isError"`
 	Output     string `json:"output,omitempty"`
 	DurationMs *int64 `json:"durationMs,omitempty"`
+	// ToolName and Content (the result's JSON content) are kept for
+	// replay and clients; the transcript shows Output.
+	ToolName string          `json:"toolName,omitempty"`
+	Content  json.RawMessage `json:"content,omitempty"`
 }
 
 // NewRunEvent encodes payload into a RunEvent.

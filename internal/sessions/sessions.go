@@ -74,9 +74,10 @@ type Options struct {
 	// session cannot be archived. It is called inside the session's lane.
 	// Nil means no session ever has an active root turn.
 	ActiveRoot func(sessionID string) bool
-	// RootTurn returns the canonical root turn snapshot of sessionID for
-	// the projection, or nil. Nil means no session has a root turn.
-	RootTurn func(ctx context.Context, sessionID string) (*protocol.TurnSnapshot, error)
+	// RootTurn reads the canonical root turn snapshot of sessionID for the
+	// projection, or nil, inside the projection's store read. Nil means no
+	// session has a root turn.
+	RootTurn func(q store.Querier, sessionID string) (*protocol.TurnSnapshot, error)
 	// HostEpoch is the host epoch of the (empty) message queue projection.
 	HostEpoch string
 }
@@ -263,4 +264,14 @@ func catalogRevision(q store.Querier) (int64, error) {
 		return 0, nil
 	}
 	return rev, err
+}
+
+// LoadSummary reads the summary of sessionID inside a store read or write;
+// ErrSessionNotFound when it does not exist.
+func LoadSummary(q store.Querier, sessionID string) (protocol.SessionSummary, error) {
+	h, err := loadHeader(q, sessionID)
+	if err != nil {
+		return protocol.SessionSummary{}, err
+	}
+	return h.summary(), nil
 }

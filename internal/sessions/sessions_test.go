@@ -742,7 +742,7 @@ func TestReadProjection(t *testing.T) {
 	root := &protocol.TurnSnapshot{SessionID: "s1", TurnID: "t1", RunID: "r1", Status: protocol.TurnRunning}
 	var rootErr error
 	f := newFixture(t, func(_ *fixture, o *Options) {
-		o.RootTurn = func(_ context.Context, sessionID string) (*protocol.TurnSnapshot, error) {
+		o.RootTurn = func(_ store.Querier, sessionID string) (*protocol.TurnSnapshot, error) {
 			if sessionID == "s1" {
 				return root, rootErr
 			}

@@ -52,3 +52,29 @@ func BenchmarkAppendRunEvents(b *testing.B) {
 		b.ReportMetric(float64(st.Writes-before.Writes)/float64(batches), "writes/batch")
 	}
 }
+
+// BenchmarkWriteLatency measures one durable Write at a time: the commit
+// latency (one fsync of the WAL) a lone caller waits for.
+func BenchmarkWriteLatency(b *testing.B) {
+	s, err := Open(context.Background(), filepath.Join(b.TempDir(), "bench.sqlite"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		if err := s.Close(context.Background()); err != nil {
+			b.Error(err)
+		}
+	}()
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := range b.N {
+		err := s.Write(ctx, func(tx *Tx) error {
+			_, err := tx.Exec(`INSERT INTO run_events (session_id, run_id, seq, ts, type, payload) VALUES (?, ?, ?, ?, ?, ?)`,
+				"session-1", "run-1", i, int64(i), "text_delta", `{"text":"hello"}`)
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,287 @@
+// Package modeltest serves a fake OpenAI-compatible chat-completions
+// endpoint that streams real SSE, for end-to-end tests and benchmarks of
+// the host against a model it controls: each request is decoded and handed
+// to a function that decides the reply (text chunks, tool calls, gates that
+// hold the stream, HTTP errors).
+package modeltest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
+
+// Message is one message of a received request.
+type Message struct {
+	Role       string     `json:"role"`
+	Content    any        `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+}
+
+// Text returns the message's text content (string or text parts).
+func (m Message) Text() string {
+	switch c := m.Content.(type) {
+	case string:
+		return c
+	case []any:
+		var s string
+		for _, p := range c {
+			if part, ok := p.(map[string]any); ok {
+				if t, ok := part["text"].(string); ok {
+					s += t
+				}
+			}
+		}
+		return s
+	}
+	return ""
+}
+
+// ToolCall is a tool call of an assistant message.
+type ToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// Request is one received chat-completions request.
+type Request struct {
+	Model    string    `json:"model"`
+	Messages []Message `json:"messages"`
+	Tools    []struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tools"`
+	Stream bool `json:"stream"`
+	// Authorization is the request's Authorization header.
+	Authorization string `json:"-"`
+}
+
+// LastUser returns the text of the last user message.
+func (r *Request) LastUser() string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == "user" {
+			return r.Messages[i].Text()
+		}
+	}
+	return ""
+}
+
+// ToolResultsSinceUser returns the tool messages after the last user
+// message, in order.
+func (r *Request) ToolResultsSinceUser() []Message {
+	var out []Message
+	for i := len(r.Messages) - 1; i >= 0 && r.Messages[i].Role != "user"; i-- {
+		if r.Messages[i].Role == "tool" {
+			out = append([]Message{r.Messages[i]}, out...)
+		}
+	}
+	return out
+}
+
+// Chunk is one piece of a streamed reply: exactly one field is set.
+type Chunk struct {
+	Text     string
+	Thinking string
+	// Call is a tool call (arguments as a JSON object text), streamed in
+	// two fragments.
+	Call *Call
+	// Wait holds the stream until the channel is closed or the request
+	// ends.
+	Wait <-chan struct{}
+	// Flushed, if set, is closed once every chunk before it is on the
+	// wire.
+	Flushed chan<- struct{}
+}
+
+// Call is a tool call to stream.
+type Call struct {
+	ID, Name, Arguments string
+}
+
+// Reply is the answer to one request: an HTTP error (Status ≥ 400 with
+// Body and optional RetryAfter), or a stream of chunks ending with
+// Finish ("stop" when empty, "tool_calls" when the reply has calls).
+type Reply struct {
+	Status     int
+	Body       string
+	RetryAfter string
+	Chunks     []Chunk
+	Finish     string
+	// Usage, when set, is sent as the final usage chunk.
+	Usage *Usage
+	// Cut ends the stream abruptly after the chunks (no finish, no
+	// [DONE]).
+	Cut bool
+}
+
+// Usage is a usage chunk's token counts.
+type Usage struct{ Prompt, Completion int }
+
+// Server is a fake chat-completions endpoint.
+type Server struct {
+	*httptest.Server
+	handle   func(*Request) Reply
+	requests atomic.Int64
+	mu       sync.Mutex
+	seen     []*Request
+}
+
+// New starts a server whose replies handle decides; it is closed when the
+// test ends.
+func New(tb interface {
+	Cleanup(func())
+}, handle func(*Request) Reply) *Server {
+	s := &Server{handle: handle}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// BaseURL is the URL to configure as the connection's base URL.
+func (s *Server) BaseURL() string { return s.URL + "/v1" }
+
+// Requests returns the number of requests served.
+func (s *Server) Requests() int64 { return s.requests.Load() }
+
+// Seen returns the requests received so far.
+func (s *Server) Seen() []*Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*Request(nil), s.seen...)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.requests.Add(1)
+	if r.URL.Path != "/v1/chat/completions" {
+		http.Error(w, `{"error":{"message":"not found"}}`, http.StatusNotFound)
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	var req Request
+	if err := json.Unmarshal(body, &req); err != nil {
+		http.Error(w, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
+		return
+	}
+	req.Authorization = r.Header.Get("Authorization")
+	s.mu.Lock()
+	s.seen = append(s.seen, &req)
+	s.mu.Unlock()
+	rep := s.handle(&req)
+	if rep.Status >= 400 {
+		if rep.RetryAfter != "" {
+			w.Header().Set("Retry-After", rep.RetryAfter)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rep.Status)
+		body := rep.Body
+		if body == "" {
+			body = `{"error":{"message":"fake model error ` + strconv.Itoa(rep.Status) + `","type":"server_error"}}`
+		}
+		io.WriteString(w, body)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	ctx := r.Context()
+	send := func(v any) bool {
+		b, _ := json.Marshal(v)
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return false
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		return true
+	}
+	id := "chatcmpl-" + strconv.FormatInt(s.requests.Load(), 10)
+	chunk := func(delta map[string]any, finish any) map[string]any {
+		return map[string]any{
+			"id": id, "object": "chat.completion.chunk", "created": 1, "model": req.Model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}},
+		}
+	}
+	calls := 0
+	if !send(chunk(map[string]any{"role": "assistant", "content": ""}, nil)) {
+		return
+	}
+	for _, c := range rep.Chunks {
+		switch {
+		case c.Wait != nil:
+			if !wait(ctx, c.Wait) {
+				return
+			}
+		case c.Flushed != nil:
+			close(c.Flushed)
+		case c.Call != nil:
+			half := len(c.Call.Arguments) / 2
+			tc := func(first bool, args string) map[string]any {
+				t := map[string]any{"index": calls, "function": map[string]any{"arguments": args}}
+				if first {
+					t["id"], t["type"] = c.Call.ID, "function"
+					t["function"].(map[string]any)["name"] = c.Call.Name
+				}
+				return map[string]any{"tool_calls": []any{t}}
+			}
+			if !send(chunk(tc(true, c.Call.Arguments[:half]), nil)) || !send(chunk(tc(false, c.Call.Arguments[half:]), nil)) {
+				return
+			}
+			calls++
+		case c.Thinking != "":
+			if !send(chunk(map[string]any{"reasoning_content": c.Thinking}, nil)) {
+				return
+			}
+		default:
+			if !send(chunk(map[string]any{"content": c.Text}, nil)) {
+				return
+			}
+		}
+	}
+	if rep.Cut {
+		return
+	}
+	finish := rep.Finish
+	if finish == "" {
+		finish = "stop"
+		if calls > 0 {
+			finish = "tool_calls"
+		}
+	}
+	if !send(chunk(map[string]any{}, finish)) {
+		return
+	}
+	if rep.Usage != nil {
+		send(map[string]any{"id": id, "object": "chat.completion.chunk", "created": 1, "model": req.Model, "choices": []any{},
+			"usage": map[string]any{"prompt_tokens": rep.Usage.Prompt, "completion_tokens": rep.Usage.Completion,
+				"total_tokens": rep.Usage.Prompt + rep.Usage.Completion}})
+	}
+	io.WriteString(w, "data: [DONE]\n\n")
+	if fl != nil {
+		fl.Flush()
+	}
+}
+
+func wait(ctx context.Context, ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

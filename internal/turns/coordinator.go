@@ -1,0 +1,485 @@
+// Package turns owns root turns (domain.md §2): turn.start, turn.query and
+// turn.stop, the durable admission chain of each session, the one active
+// root execution per session, the execution of a turn by the agent loop
+// (internal/agent) with its record and live events, the exactly-once
+// terminal transition, and recovery of the runs a crash left open.
+//
+// Where things happen:
+//   - coordinator.go: the handlers and the active-root table.
+//   - execution.go: one goroutine per running turn, from run start to the
+//     terminal transition.
+//   - sink.go: each event of a running turn is persisted to the run record
+//     and then published to session continuity.
+//   - recovery.go: before the host is ready, open runs end failed /
+//     app_restarted and an admitted turn that never started is started.
+package turns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/maka-agent/maka/internal/agent"
+	"github.com/maka-agent/maka/internal/continuity"
+	"github.com/maka-agent/maka/internal/host"
+	"github.com/maka-agent/maka/internal/lane"
+	"github.com/maka-agent/maka/internal/model"
+	"github.com/maka-agent/maka/internal/sessions"
+	"github.com/maka-agent/maka/internal/store"
+	"github.com/maka-agent/maka/internal/tools"
+	"github.com/maka-agent/maka/protocol"
+)
+
+// Wire messages of turn operations.
+const (
+	MessageSessionNotFound  = "Session does not exist"
+	MessageSessionArchived  = "Cannot start a new Turn in an archived Session"
+	MessageSessionBusy      = "Session already has an active root Turn"
+	MessageKindConflict     = "Turn identity belongs to a different execution kind"
+	MessagePayloadConflict  = "Turn identity was already admitted with a different payload"
+	MessageTurnNotAdmitted  = "Turn was not admitted"
+	MessageRunMismatch      = "Run identity does not match the admitted Turn"
+	MessageOtherRootActive  = "A different root Turn owns the active Session execution"
+	MessageOperationFailed  = protocol.MessageOperationFailed
+	abortSourceTurnStop     = "turn.stop"
+	abortSourceHostShutdown = "host_shutdown"
+)
+
+// Resolved is the model a turn runs with.
+type Resolved struct {
+	Provider       model.Provider
+	Model          string
+	ConnectionSlug string
+}
+
+// Resolver resolves a session's model target into a provider. Its error
+// message is shown to the user as the turn's failure, so it must say what
+// to do (and never contain a secret).
+type Resolver func(ctx context.Context, target protocol.ModelTarget) (Resolved, error)
+
+// Options configures a Coordinator.
+type Options struct {
+	Store      *store.Store
+	Gate       *lane.Gate
+	Continuity *continuity.Coordinator
+	// Residency keeps the host alive while a turn runs (host-level: a turn
+	// outlives the connection that started it).
+	Residency func() host.Residency
+	// RequestDrain asks the host to shut down after a broken invariant or
+	// a durable write that failed in a way only a restart repairs.
+	RequestDrain func()
+	Resolve      Resolver
+	Tools        *tools.Registry
+	// Approver answers permission prompts (nil: such calls are denied).
+	Approver agent.Approver
+	System   string
+	MaxSteps int
+	Step     model.StepOptions
+	// DeltaFlush is how often streamed text is written to the record while
+	// a message streams (0 = 250 ms); the final text is always written.
+	DeltaFlush time.Duration
+	Log        *slog.Logger
+	Now        func() time.Time
+	NewID      func() string
+}
+
+// Coordinator is the root-turn owner of one host epoch.
+type Coordinator struct {
+	opts Options
+	log  *slog.Logger
+
+	baseCtx context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // execution goroutines
+
+	mu       sync.Mutex
+	active   map[string]*activeRoot // by session
+	draining bool
+}
+
+// activeRoot is the one execution a session may have.
+type activeRoot struct {
+	sessionID, turnID, runID string
+
+	started  chan struct{} // closed once the run started, or failed to
+	startErr error         // set before started is closed
+	done     chan struct{} // closed after the terminal transition
+	doneErr  error         // set before done is closed
+
+	stopOnce sync.Once
+	stop     context.CancelCauseFunc
+	resid    host.Residency
+}
+
+func (ar *activeRoot) requestStop(source string) {
+	ar.stopOnce.Do(func() { ar.stop(&agent.StopCause{Source: source}) })
+}
+
+// New returns a Coordinator.
+func New(opts Options) *Coordinator {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.NewID == nil {
+		opts.NewID = uuid.NewString
+	}
+	if opts.DeltaFlush <= 0 {
+		opts.DeltaFlush = 250 * time.Millisecond
+	}
+	if opts.RequestDrain == nil {
+		opts.RequestDrain = func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Coordinator{opts: opts, log: opts.Log, baseCtx: ctx, cancel: cancel, active: make(map[string]*activeRoot)}
+}
+
+// Handlers returns the handlers of turn.start, turn.query and turn.stop.
+func (c *Coordinator) Handlers() host.Handlers {
+	return host.Handlers{
+		protocol.OpTurnStart: c.handleStart,
+		protocol.OpTurnQuery: c.handleQuery,
+		protocol.OpTurnStop:  c.handleStop,
+	}
+}
+
+func (c *Coordinator) now() int64 { return max(c.opts.Now().UnixMilli(), 0) }
+
+// ActiveRoot reports whether sessionID has an active root turn.
+func (c *Coordinator) ActiveRoot(sessionID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.active[sessionID] != nil
+}
+
+// readSnapshot reads the snapshot of one admitted turn.
+func (c *Coordinator) readSnapshot(ctx context.Context, sessionID, turnID string) (protocol.TurnSnapshot, bool, error) {
+	var s protocol.TurnSnapshot
+	var found bool
+	err := c.opts.Store.Read(ctx, func(q store.Querier) error {
+		a, ok, err := loadAdmission(q, sessionID, turnID)
+		if err != nil || !ok {
+			return err
+		}
+		found = true
+		s, err = snapshot(q, a)
+		return err
+	})
+	return s, found, err
+}
+
+func internalFailure() host.Outcome {
+	return host.Fail(protocol.ErrInternalFailure, MessageOperationFailed)
+}
+
+// opFailure answers err: store faults keep their meaning for the log, the
+// client gets internal_failure (turn operations declare no storage codes).
+func (c *Coordinator) opFailure(op, sessionID string, err error) host.Outcome {
+	c.log.Error("turn operation failed", "op", op, "session", sessionID, "err", err)
+	return internalFailure()
+}
+
+// handleStart serves turn.start (domain.md §2.4).
+func (c *Coordinator) handleStart(ctx context.Context, call *host.Call) host.Outcome {
+	in := call.Input.(protocol.TurnStartInput)
+	var (
+		ar     *activeRoot
+		result *protocol.TurnSnapshot
+		fail   *host.Outcome
+	)
+	err := c.opts.Gate.Run(ctx, in.SessionID, func(ctx context.Context, _ *lane.Lease) error {
+		var a admission
+		var found bool
+		var sum protocol.SessionSummary
+		err := c.opts.Store.Read(ctx, func(q store.Querier) error {
+			var err error
+			if a, found, err = loadAdmission(q, in.SessionID, in.TurnID); err != nil || found {
+				return err
+			}
+			sum, err = sessions.LoadSummary(q, in.SessionID)
+			return err
+		})
+		switch {
+		case errors.Is(err, sessions.ErrSessionNotFound):
+			fail = ptr(host.Fail(protocol.ErrNotFound, MessageSessionNotFound))
+			return nil
+		case err != nil:
+			return err
+		}
+		if found {
+			if a.Kind != KindExternalMessage {
+				fail = ptr(host.Fail(protocol.ErrOperationConflict, MessageKindConflict))
+				return nil
+			}
+			if !sameContent(a.Content, in.Content) || a.Sources != "[]" {
+				fail = ptr(host.Fail(protocol.ErrOperationConflict, MessagePayloadConflict))
+				return nil
+			}
+		} else {
+			if sum.IsArchived || sum.Status == protocol.SessionArchived {
+				fail = ptr(host.Fail(protocol.ErrSessionArchived, MessageSessionArchived))
+				return nil
+			}
+			if c.ActiveRoot(in.SessionID) {
+				fail = ptr(host.Fail(protocol.ErrSessionBusy, MessageSessionBusy))
+				return nil
+			}
+			// A fresh turn is admitted and its run started in one durable
+			// write, so turn.start costs one fsync before it answers.
+			a = admission{
+				SessionID: in.SessionID, TurnID: in.TurnID, RunID: c.opts.NewID(), UserMessageID: c.opts.NewID(),
+				Kind: KindExternalMessage, Content: in.Content, AdmittedAt: c.now(),
+			}
+			var sum protocol.SessionSummary
+			err := c.opts.Store.Write(ctx, func(tx *store.Tx) error {
+				if err := insertAdmission(tx, &a); err != nil {
+					return err
+				}
+				var err error
+				sum, err = beginTx(tx, a)
+				return err
+			})
+			if err != nil {
+				c.opts.RequestDrain() // the admission chain is uncertain
+				return err
+			}
+			ar, err = c.launch(ctx, a, &sum)
+			return err
+		}
+		var o *host.Outcome
+		ar, result, o, err = c.prepare(ctx, a)
+		fail = o
+		return err
+	})
+	if err != nil {
+		return c.opFailure("turn.start", in.SessionID, err)
+	}
+	if fail != nil {
+		return *fail
+	}
+	if result != nil {
+		return host.OK(*result)
+	}
+	return c.awaitStart(ctx, ar)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// prepare continues a turn.start with its durable admission, inside the
+// session's lane: a finished turn answers its terminal snapshot, a running
+// one is waited for, and a turn without a run is started.
+func (c *Coordinator) prepare(ctx context.Context, a admission) (*activeRoot, *protocol.TurnSnapshot, *host.Outcome, error) {
+	var snap protocol.TurnSnapshot
+	err := c.opts.Store.Read(ctx, func(q store.Querier) error {
+		var err error
+		snap, err = snapshot(q, a)
+		return err
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c.mu.Lock()
+	cur := c.active[a.SessionID]
+	c.mu.Unlock()
+	switch {
+	case snap.Status.Terminal() && (cur == nil || cur.turnID != a.TurnID):
+		return nil, &snap, nil, nil
+	case cur != nil && cur.turnID == a.TurnID && cur.runID == a.RunID:
+		return cur, nil, nil, nil
+	case cur != nil:
+		return nil, nil, ptr(host.Fail(protocol.ErrSessionBusy, MessageSessionBusy)), nil
+	case snap.Status != protocol.TurnAdmitted:
+		return nil, nil, nil, fmt.Errorf("turns: run %s of session %s is %s without an active execution", a.RunID, a.SessionID, snap.Status)
+	}
+	ar, err := c.launch(ctx, a, nil)
+	return ar, nil, nil, err
+}
+
+// awaitStart waits until the run started, then answers its snapshot; a
+// turn already terminal is answered after its terminal transition.
+func (c *Coordinator) awaitStart(ctx context.Context, ar *activeRoot) host.Outcome {
+	select {
+	case <-ar.started:
+	case <-ctx.Done():
+		return internalFailure()
+	}
+	if ar.startErr != nil {
+		return c.opFailure("turn.start", ar.sessionID, ar.startErr)
+	}
+	snap, _, err := c.readSnapshot(ctx, ar.sessionID, ar.turnID)
+	if err != nil {
+		return c.opFailure("turn.start", ar.sessionID, err)
+	}
+	if snap.Status.Terminal() {
+		select {
+		case <-ar.done:
+		case <-ctx.Done():
+			return internalFailure()
+		}
+		if snap, _, err = c.readSnapshot(ctx, ar.sessionID, ar.turnID); err != nil {
+			return c.opFailure("turn.start", ar.sessionID, err)
+		}
+	}
+	return host.OK(snap)
+}
+
+// handleQuery serves turn.query: in the lane, so an admission in progress
+// is observed.
+func (c *Coordinator) handleQuery(ctx context.Context, call *host.Call) host.Outcome {
+	in := call.Input.(protocol.TurnQueryInput)
+	var snap protocol.TurnSnapshot
+	var found bool
+	err := c.opts.Gate.Run(ctx, in.SessionID, func(ctx context.Context, _ *lane.Lease) error {
+		var err error
+		snap, found, err = c.readSnapshot(ctx, in.SessionID, in.TurnID)
+		return err
+	})
+	switch {
+	case err != nil:
+		c.log.Error("turn query failed", "session", in.SessionID, "err", err)
+		return internalFailure()
+	case !found:
+		return host.Fail(protocol.ErrNotFound, MessageTurnNotAdmitted)
+	}
+	return host.OK(snap)
+}
+
+// handleStop serves turn.stop (domain.md §2.6): the stop intent is
+// delivered once, and the answer is the turn's snapshot after its terminal
+// transition (normally cancelled).
+func (c *Coordinator) handleStop(ctx context.Context, call *host.Call) host.Outcome {
+	in := call.Input.(protocol.TurnStopInput)
+	var (
+		ar   *activeRoot
+		snap protocol.TurnSnapshot
+		fail *host.Outcome
+	)
+	err := c.opts.Gate.Run(ctx, in.SessionID, func(ctx context.Context, _ *lane.Lease) error {
+		var a admission
+		var found bool
+		err := c.opts.Store.Read(ctx, func(q store.Querier) error {
+			var err error
+			if a, found, err = loadAdmission(q, in.SessionID, in.TurnID); err != nil || !found {
+				return err
+			}
+			snap, err = snapshot(q, a)
+			return err
+		})
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			fail = ptr(host.Fail(protocol.ErrNotFound, MessageTurnNotAdmitted))
+			return nil
+		case a.RunID != in.RunID:
+			fail = ptr(host.Fail(protocol.ErrOperationConflict, MessageRunMismatch))
+			return nil
+		}
+		c.mu.Lock()
+		cur := c.active[in.SessionID]
+		c.mu.Unlock()
+		switch {
+		case cur != nil && cur.turnID == in.TurnID && cur.runID == in.RunID:
+			ar = cur
+			ar.requestStop(abortSourceTurnStop)
+		case snap.Status.Terminal():
+		case cur == nil:
+			return fmt.Errorf("turns: run %s of session %s is %s without an active execution", a.RunID, in.SessionID, snap.Status)
+		default:
+			fail = ptr(host.Fail(protocol.ErrOperationConflict, MessageOtherRootActive))
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		c.opts.RequestDrain()
+		return c.opFailure("turn.stop", in.SessionID, err)
+	case fail != nil:
+		return *fail
+	case ar == nil:
+		return host.OK(snap)
+	}
+	select {
+	case <-ar.done:
+	case <-ctx.Done():
+		return internalFailure()
+	}
+	if ar.doneErr != nil && !errors.Is(ar.doneErr, errStartFailed) {
+		return c.opFailure("turn.stop", in.SessionID, ar.doneErr)
+	}
+	snap, _, err = c.readSnapshot(ctx, in.SessionID, in.TurnID)
+	if err != nil {
+		return c.opFailure("turn.stop", in.SessionID, err)
+	}
+	return host.OK(snap)
+}
+
+// BeginDrain refuses new executions; running turns go on until Close.
+func (c *Coordinator) BeginDrain() {
+	c.mu.Lock()
+	c.draining = true
+	c.mu.Unlock()
+}
+
+// Close stops every active root turn (they end cancelled with abortSource
+// host_shutdown), waits for their terminal transitions, and repeats until
+// none is left, or until ctx ends.
+func (c *Coordinator) Close(ctx context.Context) error {
+	c.BeginDrain()
+	for {
+		c.mu.Lock()
+		roots := make([]*activeRoot, 0, len(c.active))
+		for _, ar := range c.active {
+			roots = append(roots, ar)
+		}
+		c.mu.Unlock()
+		if len(roots) == 0 {
+			break
+		}
+		for _, ar := range roots {
+			ar.requestStop(abortSourceHostShutdown)
+		}
+		for _, ar := range roots {
+			select {
+			case <-ar.done:
+			case <-ctx.Done():
+				c.cancel()
+				return fmt.Errorf("turns: %d turns still running at shutdown: %w", len(roots), ctx.Err())
+			}
+		}
+	}
+	c.cancel()
+	done := make(chan struct{})
+	go func() { c.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// WaitIdle waits until sessionID has no active root turn (its current
+// execution, and any successor, ended) or ctx ends.
+func (c *Coordinator) WaitIdle(ctx context.Context, sessionID string) error {
+	for {
+		c.mu.Lock()
+		ar := c.active[sessionID]
+		c.mu.Unlock()
+		if ar == nil {
+			return nil
+		}
+		select {
+		case <-ar.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,270 @@
+package turns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/maka-agent/maka/internal/agent"
+	"github.com/maka-agent/maka/internal/lane"
+	"github.com/maka-agent/maka/internal/sessions"
+	"github.com/maka-agent/maka/internal/store"
+	"github.com/maka-agent/maka/internal/tools"
+	"github.com/maka-agent/maka/protocol"
+)
+
+// errStartFailed reports a turn whose run could not start.
+var errStartFailed = errors.New("turns: the run could not start")
+
+// errDraining refuses a new execution during shutdown.
+var errDraining = errors.New("turns: host is draining")
+
+// launch installs the active root of admission a and starts its execution.
+// The caller is inside the session's lane. begun is the session summary
+// when the run was already started in the admission's write (nil: the
+// execution starts it).
+func (c *Coordinator) launch(ctx context.Context, a admission, begun *protocol.SessionSummary) (*activeRoot, error) {
+	c.mu.Lock()
+	if c.draining {
+		c.mu.Unlock()
+		return nil, errDraining
+	}
+	runCtx, stop := context.WithCancelCause(c.baseCtx)
+	ar := &activeRoot{
+		sessionID: a.SessionID, turnID: a.TurnID, runID: a.RunID,
+		started: make(chan struct{}), done: make(chan struct{}), stop: stop,
+	}
+	c.active[a.SessionID] = ar
+	c.mu.Unlock()
+	if c.opts.Residency != nil {
+		ar.resid = c.opts.Residency()
+	}
+	if err := c.opts.Continuity.InstallFence(ctx, a.SessionID, a.TurnID, a.RunID); err != nil {
+		c.mu.Lock()
+		delete(c.active, a.SessionID)
+		c.mu.Unlock()
+		ar.release()
+		stop(nil)
+		return nil, err
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.execute(runCtx, ar, a, begun)
+	}()
+	return ar, nil
+}
+
+func (ar *activeRoot) release() {
+	if ar.resid != nil {
+		ar.resid.Release()
+	}
+}
+
+// execute runs one turn from its run start to its terminal transition.
+func (c *Coordinator) execute(ctx context.Context, ar *activeRoot, a admission, begun *protocol.SessionSummary) {
+	defer ar.stop(nil)
+	rec := newRecorder(c, a)
+	rec.seq = 1 // the user message
+	var sum protocol.SessionSummary
+	var err error
+	if begun != nil {
+		sum = *begun
+	} else {
+		sum, err = c.begin(ctx, a)
+	}
+	if err != nil {
+		c.log.Error("turn could not start", "session", a.SessionID, "turn", a.TurnID, "err", err)
+		ar.startErr = fmt.Errorf("%w: %w", errStartFailed, err)
+		close(ar.started)
+		c.opts.Continuity.ReleaseFence(a.SessionID, a.TurnID, a.RunID)
+		c.mu.Lock()
+		delete(c.active, a.SessionID)
+		c.mu.Unlock()
+		ar.release()
+		ar.doneErr = ar.startErr
+		close(ar.done)
+		c.opts.RequestDrain()
+		return
+	}
+	close(ar.started)
+
+	out := c.runAgent(ctx, rec, a, sum)
+	if err := c.commitTerminal(rec, a, out); err != nil {
+		// The terminal fact is not durable: the next host's recovery ends
+		// the run failed / app_restarted.
+		c.log.Error("turn terminal fact could not be written; draining", "session", a.SessionID, "turn", a.TurnID, "err", err)
+		c.opts.RequestDrain()
+		c.finishTransition(ar, err)
+		return
+	}
+	// The terminal transition publishes the new projection, the session's
+	// status included.
+	c.finishTransition(ar, nil)
+}
+
+// begin starts the run of an admission written earlier (recovery), then
+// publishes the change.
+func (c *Coordinator) begin(ctx context.Context, a admission) (protocol.SessionSummary, error) {
+	var sum protocol.SessionSummary
+	err := c.opts.Store.Write(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+		var err error
+		sum, err = beginTx(tx, a)
+		return err
+	})
+	if err != nil {
+		return sum, err
+	}
+	c.changed(a.SessionID)
+	return sum, nil
+}
+
+// beginTx starts a's run inside tx: the run header, the user message (the
+// run's event 1) and the session's running status.
+func beginTx(tx *store.Tx, a admission) (protocol.SessionSummary, error) {
+	sum, err := sessions.LoadSummary(tx, a.SessionID)
+	if err != nil {
+		return sum, err
+	}
+	user, err := sessions.NewRunEvent(1, a.AdmittedAt, sessions.EventUserMessage,
+		sessions.MessagePayload{TurnID: a.TurnID, MessageID: a.UserMessageID, Text: a.Content.Text})
+	if err != nil {
+		return sum, err
+	}
+	if _, err := tx.Exec(`INSERT INTO runs (run_id, session_id, turn_id, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		a.RunID, a.SessionID, a.TurnID, string(protocol.TurnRunning), a.AdmittedAt, a.AdmittedAt); err != nil {
+		return sum, err
+	}
+	if _, err := sessions.AppendRunEventsTx(tx, a.SessionID, a.RunID, []sessions.RunEvent{user}); err != nil {
+		return sum, err
+	}
+	_, err = sessions.SetSessionStatus(tx, a.SessionID, protocol.SessionRunning)
+	return sum, err
+}
+
+// changed republishes the session after a durable change.
+func (c *Coordinator) changed(sessionID string) {
+	if err := c.opts.Continuity.Refresh(context.Background(), sessionID); err != nil {
+		c.log.Warn("session refresh failed", "session", sessionID, "err", err)
+	}
+}
+
+// runAgent resolves the model and the history and runs the agent loop.
+func (c *Coordinator) runAgent(ctx context.Context, rec *recorder, a admission, sum protocol.SessionSummary) agent.Outcome {
+	resolved, err := c.opts.Resolve(ctx, sum.ModelTarget)
+	if err != nil {
+		return agent.Outcome{Status: agent.StatusFailed, StopReason: agent.StopError, FailureClass: "model_unavailable", Message: err.Error()}
+	}
+	rec.model, rec.connection = resolved.Model, resolved.ConnectionSlug
+	history, err := c.replay(ctx, a)
+	if err != nil {
+		c.log.Error("turn history unreadable", "session", a.SessionID, "err", err)
+		return agent.Outcome{Status: agent.StatusFailed, StopReason: agent.StopError, FailureClass: agent.FailureRuntimeError,
+			Message: "Cannot build model context: the session history could not be read"}
+	}
+	mode, err := tools.ParseMode(string(sum.PermissionMode))
+	if err != nil {
+		mode = tools.ModeAsk
+	}
+	workspace := sum.Workspace.Path
+	if abs, err := filepath.Abs(workspace); err == nil {
+		workspace = abs
+	}
+	out := agent.Run(ctx, agent.Turn{
+		SessionID: a.SessionID, TurnID: a.TurnID, RunID: a.RunID,
+		Prompt: a.Content.Text, History: history, Workspace: workspace,
+		Provider: resolved.Provider, Model: resolved.Model, System: c.opts.System,
+		Tools: c.opts.Tools, Permissions: tools.NewEngine(mode, nil), Approver: c.opts.Approver,
+		MaxSteps: c.opts.MaxSteps, Step: c.opts.Step, Now: c.opts.Now, NewID: c.opts.NewID,
+	}, rec)
+	return out
+}
+
+// sessionStatusAfter is the session status a turn's outcome leaves.
+func sessionStatusAfter(out agent.Outcome) protocol.SessionStatus {
+	switch out.Status {
+	case agent.StatusCancelled:
+		return protocol.SessionAborted
+	case agent.StatusFailed:
+		return protocol.SessionBlocked
+	}
+	return protocol.SessionActive
+}
+
+// commitTerminal writes the terminal fact: the terminal run event, the run
+// header and the session status in one durable write.
+func (c *Coordinator) commitTerminal(rec *recorder, a admission, out agent.Outcome) error {
+	eventID := c.opts.NewID()
+	batch, err := rec.takeTerminal(c.now(), terminalPayload{
+		TurnID: a.TurnID, EventID: eventID, Status: out.Status, StopReason: out.StopReason,
+		FailureClass: out.FailureClass, AbortSource: out.AbortSource, Message: out.Message,
+	})
+	if err != nil {
+		return err
+	}
+	return c.opts.Store.Write(context.Background(), func(tx *store.Tx) error {
+		return terminate(tx, a, batch, eventID, out, rec.model, rec.connection, sessionStatusAfter(out))
+	})
+}
+
+// terminate records the terminal fact of a's run inside tx: the events of
+// batch, the last of which is the terminal event, the run header and the
+// session status.
+func terminate(tx *store.Tx, a admission, batch []sessions.RunEvent, eventID string, out agent.Outcome, modelID, connection string, status protocol.SessionStatus) error {
+	if _, err := sessions.AppendRunEventsTx(tx, a.SessionID, a.RunID, batch); err != nil {
+		return err
+	}
+	ev := batch[len(batch)-1]
+	res, err := tx.Exec(`UPDATE runs SET status = ?, terminal_event_id = ?, stop_reason = ?, failure_class = ?, abort_source = ?,
+		failure_message = ?, completed_at = ?, updated_at = ?, model = COALESCE(?, model), connection_slug = COALESCE(?, connection_slug)
+		WHERE run_id = ? AND terminal_event_id IS NULL`,
+		out.Status, eventID, nullString(out.StopReason), nullString(out.FailureClass), nullString(out.AbortSource),
+		nullString(out.Message), ev.TS, ev.TS, nullString(modelID), nullString(connection), a.RunID)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return errors.Join(err, fmt.Errorf("turns: run %s has no open header", a.RunID))
+	}
+	_, err = sessions.SetSessionStatus(tx, a.SessionID, status)
+	return err
+}
+
+// finishTransition is the terminal transition (domain.md §2.8), in the
+// session's lane: the terminal snapshot is published exactly once, the
+// active root is removed and its residency released.
+func (c *Coordinator) finishTransition(ar *activeRoot, cause error) {
+	err := c.opts.Gate.Run(context.Background(), ar.sessionID, func(ctx context.Context, _ *lane.Lease) error {
+		if cause == nil {
+			if err := c.opts.Continuity.PublishTerminal(ctx, ar.sessionID, ar.turnID, ar.runID); err != nil {
+				return err
+			}
+		} else {
+			c.opts.Continuity.ReleaseFence(ar.sessionID, ar.turnID, ar.runID)
+		}
+		c.removeActive(ar)
+		return nil
+	})
+	if err != nil {
+		if !errors.Is(err, lane.ErrClosed) {
+			c.log.Error("terminal transition failed", "session", ar.sessionID, "turn", ar.turnID, "err", err)
+		}
+		c.opts.Continuity.ReleaseFence(ar.sessionID, ar.turnID, ar.runID)
+		c.removeActive(ar)
+		if cause == nil {
+			cause = err
+		}
+	}
+	ar.release()
+	ar.doneErr = cause
+	close(ar.done)
+}
+
+func (c *Coordinator) removeActive(ar *activeRoot) {
+	c.mu.Lock()
+	if c.active[ar.sessionID] == ar {
+		delete(c.active, ar.sessionID)
+	}
+	c.mu.Unlock()
+}

@@ -1,0 +1,204 @@
+package turns
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/maka-agent/maka/internal/agent"
+	"github.com/maka-agent/maka/internal/continuity"
+	"github.com/maka-agent/maka/internal/sessions"
+	"github.com/maka-agent/maka/internal/store"
+	"github.com/maka-agent/maka/protocol"
+)
+
+// recorder is the agent.Sink of one run: every event is written to the
+// run's record (when it has a durable meaning) before it is published to
+// session continuity.
+//
+// Writes are batched by what they guard. A tool call's start and result
+// are written (fsynced) before they are published and before the call
+// runs or the loop goes on. Streamed text is published at once and queued;
+// final texts, token usage and permission decisions are queued too. The
+// queue is written with the next guarded write, at least every
+// Options.DeltaFlush while the turn streams, and with the terminal fact,
+// in order; so a crash keeps what was streamed up to the last batch, and a
+// turn that calls no tool costs two durable writes: its start and its
+// terminal fact.
+type recorder struct {
+	c          *Coordinator
+	a          admission
+	model      string
+	connection string
+
+	mu        sync.Mutex // orders seq assignment with writes
+	seq       int64
+	pending   []sessions.RunEvent // streamed text not yet written
+	lastFlush time.Time
+}
+
+func newRecorder(c *Coordinator, a admission) *recorder {
+	return &recorder{c: c, a: a, lastFlush: c.opts.Now()}
+}
+
+// Emit implements agent.Sink.
+func (r *recorder) Emit(ctx context.Context, ev agent.Event) error {
+	switch ev.Type {
+	case agent.TextDelta, agent.ThinkingDelta:
+		typ := sessions.EventTextDelta
+		if ev.Type == agent.ThinkingDelta {
+			typ = sessions.EventThinkingDelta
+		}
+		r.publish(continuity.Event{Type: ev.Type, TurnID: r.a.TurnID, MessageID: ev.MessageID, Text: ev.Text})
+		return r.buffer(ctx, ev.TS, typ, sessions.MessagePayload{TurnID: r.a.TurnID, MessageID: ev.MessageID, Text: ev.Text})
+	case agent.TextComplete:
+		return r.buffer(ctx, ev.TS, sessions.EventTextComplete, sessions.MessagePayload{TurnID: r.a.TurnID, MessageID: ev.MessageID, Text: ev.Text})
+	case agent.ThinkingComplete:
+		return r.buffer(ctx, ev.TS, sessions.EventThinkingComplete, sessions.MessagePayload{
+			TurnID: r.a.TurnID, MessageID: ev.MessageID, Text: ev.Text, Signature: ev.Signature})
+	case agent.ToolStart:
+		if err := r.write(ctx, ev.TS, sessions.EventToolCallStarted, sessions.ToolCallStartedPayload{
+			TurnID: r.a.TurnID, ToolUseID: ev.ToolUseID, ToolName: ev.ToolName, Args: validArgs(ev.Args), StepID: ev.StepID,
+		}); err != nil {
+			return err
+		}
+		r.publishTool(ev, protocol.SessionToolEvent{ToolName: ev.ToolName, ActivityKind: ev.ActivityKind, StepID: ev.StepID})
+	case agent.ToolOutputDelta:
+		r.publishTool(ev, protocol.SessionToolEvent{Seq: ev.Seq, Stream: ev.Stream, Chunk: ev.Chunk, CreatedAt: ev.TS})
+	case agent.ToolResult:
+		d := ev.DurationMs
+		p := sessions.ToolCallFinishedPayload{TurnID: r.a.TurnID, ToolUseID: ev.ToolUseID, ToolName: ev.ToolName, DurationMs: &d}
+		status := "completed"
+		if ev.Result != nil {
+			p.IsError, p.Output = ev.Result.IsError, ev.Result.ModelText
+			if p.Output == "" {
+				p.Output = string(ev.Result.Content)
+			}
+			p.Content = validArgs(ev.Result.Content)
+			if ev.Result.IsError {
+				status = "errored"
+			}
+		}
+		if err := r.write(ctx, ev.TS, sessions.EventToolCallFinished, p); err != nil {
+			return err
+		}
+		r.publishTool(ev, protocol.SessionToolEvent{Status: status, DurationMs: &d})
+	case agent.TokenUsage:
+		if ev.Usage != nil {
+			return r.buffer(ctx, ev.TS, EventTokenUsage, ev.Usage)
+		}
+	case agent.PermissionDenied:
+		if ev.Decision != nil {
+			return r.buffer(ctx, ev.TS, EventPermissionDecision, struct {
+				TurnID    string `json:"turnId"`
+				ToolUseID string `json:"toolUseId"`
+				ToolName  string `json:"toolName"`
+				*agent.Decision
+			}{r.a.TurnID, ev.ToolUseID, ev.ToolName, ev.Decision})
+		}
+	case agent.ProviderRetry:
+		if ev.Retry != nil {
+			r.c.log.Info("provider retry", "session", r.a.SessionID, "turn", r.a.TurnID,
+				"phase", ev.Retry.Phase, "attempt", ev.Retry.Attempt, "delay", ev.Retry.Delay, "reason", ev.Retry.Reason)
+		}
+	}
+	return nil
+}
+
+// validArgs returns raw if it is valid JSON, else nil (a model may write
+// broken arguments; the record keeps only JSON).
+func validArgs(raw []byte) []byte {
+	if len(raw) == 0 {
+		return nil
+	}
+	if _, err := protocol.Parse(raw); err != nil {
+		return nil
+	}
+	return raw
+}
+
+// buffer queues an event and writes the queue once Options.DeltaFlush
+// has passed since the last write.
+func (r *recorder) buffer(ctx context.Context, ts int64, typ string, payload any) error {
+	r.mu.Lock()
+	r.seq++
+	ev, err := sessions.NewRunEvent(r.seq, ts, typ, payload)
+	if err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	r.pending = append(r.pending, ev)
+	due := r.c.opts.Now().Sub(r.lastFlush) >= r.c.opts.DeltaFlush
+	r.mu.Unlock()
+	if !due {
+		return nil
+	}
+	return r.flush(ctx)
+}
+
+// flush writes the queued events.
+func (r *recorder) flush(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.appendLocked(ctx, nil)
+}
+
+// write appends one event (after the queued ones) durably.
+func (r *recorder) write(ctx context.Context, ts int64, typ string, payload any) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seq++
+	ev, err := sessions.NewRunEvent(r.seq, ts, typ, payload)
+	if err != nil {
+		return err
+	}
+	return r.appendLocked(ctx, &ev)
+}
+
+// takeTerminal returns the queued events followed by the run's terminal
+// event, numbered after them, for the terminal write.
+func (r *recorder) takeTerminal(ts int64, payload terminalPayload) ([]sessions.RunEvent, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seq++
+	ev, err := sessions.NewRunEvent(r.seq, ts, EventTurnTerminal, payload)
+	if err != nil {
+		return nil, err
+	}
+	batch := append(r.pending, ev)
+	r.pending = nil
+	return batch, nil
+}
+
+func (r *recorder) appendLocked(ctx context.Context, ev *sessions.RunEvent) error {
+	batch := r.pending
+	if ev != nil {
+		batch = append(batch, *ev)
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	// A stopped turn still records what it produced.
+	err := r.c.opts.Store.Write(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+		_, err := sessions.AppendRunEventsTx(tx, r.a.SessionID, r.a.RunID, batch)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	r.pending = r.pending[:0]
+	r.lastFlush = r.c.opts.Now()
+	return nil
+}
+
+func (r *recorder) publish(ev continuity.Event) {
+	if err := r.c.opts.Continuity.AcceptRuntimeEvent(r.a.SessionID, r.a.RunID, ev); err != nil && !errors.Is(err, continuity.ErrClosed) {
+		r.c.log.Error("live event rejected", "session", r.a.SessionID, "turn", r.a.TurnID, "type", ev.Type, "err", err)
+	}
+}
+
+func (r *recorder) publishTool(ev agent.Event, tool protocol.SessionToolEvent) {
+	tool.Type, tool.ID, tool.TurnID, tool.TS, tool.ToolUseID = ev.Type, ev.ID, r.a.TurnID, ev.TS, ev.ToolUseID
+	r.publish(continuity.Event{Type: ev.Type, TurnID: r.a.TurnID, Tool: tool})
+}
