@@ -14,6 +14,7 @@ import (
 
 	"github.com/maka-agent/maka/internal/model"
 	"github.com/maka-agent/maka/internal/tools"
+	"github.com/maka-agent/maka/protocol"
 )
 
 // Event types.
@@ -28,6 +29,9 @@ const (
 	ProviderRetry    = "provider_retry"
 	TokenUsage       = "token_usage"
 	PermissionDenied = "permission_decision"
+	// SteeringMessageEvent records a steering message delivered to the
+	// turn; the Sink must make it durable before Emit returns.
+	SteeringMessageEvent = "steering_message"
 )
 
 // Event is one event of a running turn. Type selects the fields that are
@@ -57,6 +61,9 @@ type Event struct {
 	// Decision is set on permission_decision: how a permission check
 	// ended (allow, deny) and why.
 	Decision *Decision
+
+	// Content is the full content of a steering_message.
+	Content *protocol.MessageContent
 
 	Retry *model.RetryInfo // provider_retry
 	Usage *model.Usage     // token_usage

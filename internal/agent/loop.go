@@ -30,6 +30,10 @@ type PermissionRequest struct {
 	Reason          string
 	Args            json.RawMessage
 	RememberAllowed bool
+	// ScopeKey is what an allow remembered for the turn covers: the
+	// approver resolves other pending requests of the run with the same
+	// key with the same answer.
+	ScopeKey string
 }
 
 // PermissionAnswer is a person's answer to a PermissionRequest.
@@ -61,8 +65,12 @@ type Turn struct {
 	Tools     *tools.Registry
 	// Permissions decides which calls run; one engine per turn.
 	Permissions *tools.Engine
-	// Approver answers prompts; nil denies every call that needs one.
+	// Approver answers prompts; nil denies every call that needs one. If
+	// it also implements tools.QuestionAsker, the question tool uses it.
 	Approver Approver
+	// Steering delivers queued user messages at step boundaries (nil:
+	// none).
+	Steering Steering
 	// MaxSteps caps the number of model steps (0 = unlimited).
 	MaxSteps int
 	Step     model.StepOptions
@@ -118,6 +126,10 @@ func (r *runner) run(ctx context.Context) Outcome {
 		if out, stop := r.stopped(ctx); stop {
 			return out
 		}
+		var err error
+		if msgs, err = r.steer(ctx, msgs); err != nil {
+			return r.failure(ctx, &sinkError{err})
+		}
 		st, fin, err := r.stream(ctx, model.Request{Model: r.t.Model, System: r.t.System, Messages: msgs, Tools: specs})
 		if ferr := r.flushStep(ctx, st); ferr != nil && err == nil {
 			err = ferr
@@ -147,7 +159,7 @@ func (r *runner) run(ctx context.Context) Outcome {
 			return out
 		}
 		if r.t.MaxSteps > 0 && step >= r.t.MaxSteps {
-			return r.end(Outcome{Status: StatusFailed, StopReason: StopStepLimit, FailureClass: StopStepLimit,
+			return r.end(Outcome{Status: StatusFailed, StopReason: StopStepLimit, FailureClass: FailureStepCap,
 				Message: fmt.Sprintf("The turn reached its limit of %d model steps", r.t.MaxSteps)})
 		}
 	}

@@ -128,7 +128,7 @@ func (r *runner) permit(ctx context.Context, tool tools.Tool, toolUseID string, 
 	}
 	ans, err := r.t.Approver.RequestPermission(ctx, PermissionRequest{
 		ToolUseID: toolUseID, ToolName: tool.Name(), Category: v.Category, Reason: v.Reason,
-		Args: args, RememberAllowed: v.RememberAllowed,
+		Args: args, RememberAllowed: v.RememberAllowed, ScopeKey: v.ScopeKey,
 	})
 	if err != nil {
 		decide(false, "user")

@@ -70,6 +70,9 @@ import (
 // Run event types with a transcript meaning.
 const (
 	EventUserMessage      = "user_message"
+	// EventSteeringMessage is a user message delivered to a running turn
+	// (MessagePayload); the transcript shows it as a user message.
+	EventSteeringMessage = "steering_message"
 	EventTextDelta        = "text_delta"
 	EventTextComplete     = "text_complete"
 	EventThinkingDelta    = "thinking_delta"
@@ -293,7 +296,7 @@ func (ev RunEvent) validate() error {
 	}
 	var err error
 	switch ev.Type {
-	case EventUserMessage, EventTextComplete, EventThinkingComplete, EventTextDelta, EventThinkingDelta:
+	case EventUserMessage, EventSteeringMessage, EventTextComplete, EventThinkingComplete, EventTextDelta, EventThinkingDelta:
 		var p MessagePayload
 		if err = json.Unmarshal(ev.Payload, &p); err == nil && (!protocol.IsEntityID(p.TurnID) || !protocol.IsEntityID(p.MessageID)) {
 			err = errors.New("turnId and messageId must be entity ids")
@@ -375,7 +378,7 @@ func (r *recorder) insertEvent(ev RunEvent) (fresh bool, err error) {
 // derive applies the transcript meaning of a freshly stored event.
 func (r *recorder) derive(ev RunEvent) error {
 	switch ev.Type {
-	case EventUserMessage, EventTextComplete, EventThinkingComplete:
+	case EventUserMessage, EventSteeringMessage, EventTextComplete, EventThinkingComplete:
 		var p MessagePayload
 		if err := json.Unmarshal(ev.Payload, &p); err != nil {
 			return err
@@ -383,7 +386,7 @@ func (r *recorder) derive(ev RunEvent) error {
 		if err := r.finishText(textRole(ev.Type), p, ev); err != nil {
 			return err
 		}
-		if ev.Type == EventUserMessage {
+		if ev.Type == EventUserMessage || ev.Type == EventSteeringMessage {
 			return r.touch(ev.TS)
 		}
 	case EventToolCallStarted:
@@ -404,7 +407,7 @@ func (r *recorder) derive(ev RunEvent) error {
 
 func textRole(typ string) protocol.TranscriptRole {
 	switch typ {
-	case EventUserMessage:
+	case EventUserMessage, EventSteeringMessage:
 		return protocol.TranscriptRoleUser
 	case EventThinkingComplete, EventThinkingDelta:
 		return protocol.TranscriptRoleThinking

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/maka-agent/maka/internal/agent"
 	"github.com/maka-agent/maka/internal/model"
 	"github.com/maka-agent/maka/internal/sessions"
 	"github.com/maka-agent/maka/internal/store"
@@ -47,12 +48,19 @@ type recordEvent struct {
 	payload []byte
 }
 
-// buildHistory turns record events, in order, into model messages.
+// buildHistory turns record events, in order, into model messages. A
+// result answers the latest unanswered call with its tool use id (ids may
+// repeat across steps and turns).
 func buildHistory(events []recordEvent) ([]model.Message, error) {
+	type callRef struct {
+		msg      *model.Message
+		index    int // in msg.ToolCalls
+		answered bool
+	}
 	var msgs []*model.Message
 	steps := map[string]*model.Message{}       // step id → assistant message
-	calls := map[string]*model.Message{}       // tool use id → its assistant message
-	answered := map[string]bool{}              // tool use ids with a result
+	open := map[string][]*callRef{}            // tool use id → unanswered calls, oldest first
+	var calls []*callRef                       // every call, in order
 	stepOf := func(id string) *model.Message { // the assistant message of a step
 		if m := steps[id]; m != nil {
 			return m
@@ -66,12 +74,16 @@ func buildHistory(events []recordEvent) ([]model.Message, error) {
 	}
 	for _, ev := range events {
 		switch ev.typ {
-		case sessions.EventUserMessage:
+		case sessions.EventUserMessage, sessions.EventSteeringMessage:
 			var p sessions.MessagePayload
 			if err := json.Unmarshal(ev.payload, &p); err != nil {
 				return nil, fmt.Errorf("turns: replay %s: %w", ev.typ, err)
 			}
-			msgs = append(msgs, &model.Message{Role: model.RoleUser, Text: p.Text})
+			text := p.Text
+			if ev.typ == sessions.EventSteeringMessage {
+				text = agent.SteeringText(text)
+			}
+			msgs = append(msgs, &model.Message{Role: model.RoleUser, Text: text})
 		case sessions.EventTextComplete, sessions.EventThinkingComplete:
 			var p sessions.MessagePayload
 			if err := json.Unmarshal(ev.payload, &p); err != nil {
@@ -94,33 +106,45 @@ func buildHistory(events []recordEvent) ([]model.Message, error) {
 				args = json.RawMessage(`{}`)
 			}
 			m.ToolCalls = append(m.ToolCalls, model.ToolCall{ID: p.ToolUseID, Name: p.ToolName, Input: args})
-			calls[p.ToolUseID] = m
+			ref := &callRef{msg: m, index: len(m.ToolCalls) - 1}
+			open[p.ToolUseID] = append(open[p.ToolUseID], ref)
+			calls = append(calls, ref)
 		case sessions.EventToolCallFinished:
 			var p sessions.ToolCallFinishedPayload
 			if err := json.Unmarshal(ev.payload, &p); err != nil {
 				return nil, fmt.Errorf("turns: replay %s: %w", ev.typ, err)
 			}
-			if calls[p.ToolUseID] == nil || answered[p.ToolUseID] {
+			pending := open[p.ToolUseID]
+			if len(pending) == 0 {
 				continue // orphan result
 			}
-			answered[p.ToolUseID] = true
+			ref := pending[len(pending)-1]
+			open[p.ToolUseID] = pending[:len(pending)-1]
+			ref.answered = true
 			name := p.ToolName
 			if name == "" {
-				for _, c := range calls[p.ToolUseID].ToolCalls {
-					if c.ID == p.ToolUseID {
-						name = c.Name
-					}
-				}
+				name = ref.msg.ToolCalls[ref.index].Name
 			}
 			msgs = append(msgs, &model.Message{Role: model.RoleTool, ToolCallID: p.ToolUseID, ToolName: name, Text: p.Output, IsError: p.IsError})
 		}
+	}
+	// Drop the calls that never got a result (the host stopped while they
+	// ran), then the assistant messages left empty.
+	keep := map[*model.Message][]bool{}
+	for _, ref := range calls {
+		k := keep[ref.msg]
+		if k == nil {
+			k = make([]bool, len(ref.msg.ToolCalls))
+			keep[ref.msg] = k
+		}
+		k[ref.index] = ref.answered
 	}
 	out := make([]model.Message, 0, len(msgs))
 	for _, m := range msgs {
 		if m.Role == model.RoleAssistant {
 			kept := m.ToolCalls[:0:0]
-			for _, c := range m.ToolCalls {
-				if answered[c.ID] {
+			for i, c := range m.ToolCalls {
+				if keep[m][i] {
 					kept = append(kept, c)
 				}
 			}

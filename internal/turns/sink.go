@@ -57,6 +57,13 @@ func (r *recorder) Emit(ctx context.Context, ev agent.Event) error {
 	case agent.ThinkingComplete:
 		return r.buffer(ctx, ev.TS, sessions.EventThinkingComplete, sessions.MessagePayload{
 			TurnID: r.a.TurnID, MessageID: ev.MessageID, Text: ev.Text, Signature: ev.Signature})
+	case agent.SteeringMessageEvent:
+		// Durable before the model sees it, and the proof of its delivery.
+		p := struct {
+			sessions.MessagePayload
+			Content *protocol.MessageContent `json:"content,omitempty"`
+		}{sessions.MessagePayload{TurnID: r.a.TurnID, MessageID: ev.MessageID, Text: ev.Text}, ev.Content}
+		return r.write(ctx, ev.TS, sessions.EventSteeringMessage, p)
 	case agent.ToolStart:
 		if err := r.write(ctx, ev.TS, sessions.EventToolCallStarted, sessions.ToolCallStartedPayload{
 			TurnID: r.a.TurnID, ToolUseID: ev.ToolUseID, ToolName: ev.ToolName, Args: validArgs(ev.Args), StepID: ev.StepID,
