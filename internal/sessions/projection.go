@@ -18,12 +18,20 @@ import (
 func (s *Service) ReadProjection(ctx context.Context, sessionID string) (continuity.Projection, bool, error) {
 	var h header
 	var root *protocol.TurnSnapshot
+	var pending protocol.InteractionProjection
 	err := s.st.Read(ctx, func(q store.Querier) error {
 		var err error
-		if h, err = loadHeader(q, sessionID); err != nil || s.opts.RootTurn == nil {
+		if h, err = loadHeader(q, sessionID); err != nil {
 			return err
 		}
-		root, err = s.opts.RootTurn(q, sessionID)
+		if s.opts.RootTurn != nil {
+			if root, err = s.opts.RootTurn(q, sessionID); err != nil {
+				return err
+			}
+		}
+		if s.opts.Interactions != nil {
+			pending, err = s.opts.Interactions(q, sessionID)
+		}
 		return err
 	})
 	switch {
@@ -36,7 +44,12 @@ func (s *Service) ReadProjection(ctx context.Context, sessionID string) (continu
 		Session:      h.identity(),
 		RootTurn:     root,
 		Queue:        protocol.SessionMessageQueueProjection{HostEpoch: s.opts.HostEpoch},
-		Interactions: protocol.InteractionProjection{},
+		Interactions: pending,
+	}
+	// The queue is read last: it is the in-memory authority, newer than
+	// any durable state read above.
+	if s.opts.Queue != nil {
+		p.Queue = s.opts.Queue(sessionID)
 	}
 	return p, true, nil
 }

@@ -78,7 +78,13 @@ type Options struct {
 	// projection, or nil, inside the projection's store read. Nil means no
 	// session has a root turn.
 	RootTurn func(q store.Querier, sessionID string) (*protocol.TurnSnapshot, error)
-	// HostEpoch is the host epoch of the (empty) message queue projection.
+	// Interactions reads the session's pending interactions for the
+	// projection inside the projection's store read (nil: none pending).
+	Interactions func(q store.Querier, sessionID string) (protocol.InteractionProjection, error)
+	// Queue returns the session's message queue projection (nil: the
+	// empty queue of HostEpoch).
+	Queue func(sessionID string) protocol.SessionMessageQueueProjection
+	// HostEpoch is the host epoch of the empty message queue projection.
 	HostEpoch string
 }
 

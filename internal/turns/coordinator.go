@@ -75,11 +75,12 @@ type Options struct {
 	RequestDrain func()
 	Resolve      Resolver
 	Tools        *tools.Registry
-	// Approver answers permission prompts (nil: such calls are denied).
-	Approver agent.Approver
-	System   string
-	MaxSteps int
-	Step     model.StepOptions
+	// Interactions asks clients to approve tool calls and answer
+	// questions (nil: calls that need approval are denied).
+	Interactions InteractionPort
+	System       string
+	MaxSteps     int
+	Step         model.StepOptions
 	// DeltaFlush is how often streamed text is written to the record while
 	// a message streams (0 = 250 ms); the final text is always written.
 	DeltaFlush time.Duration
@@ -388,7 +389,9 @@ func (c *Coordinator) handleStop(ctx context.Context, call *host.Call) host.Outc
 		switch {
 		case cur != nil && cur.turnID == in.TurnID && cur.runID == in.RunID:
 			ar = cur
-			ar.requestStop(abortSourceTurnStop)
+			if err := c.stopRoot(ctx, ar, abortSourceTurnStop); err != nil {
+				return err
+			}
 		case snap.Status.Terminal():
 		case cur == nil:
 			return fmt.Errorf("turns: run %s of session %s is %s without an active execution", a.RunID, in.SessionID, snap.Status)
@@ -421,6 +424,19 @@ func (c *Coordinator) handleStop(ctx context.Context, call *host.Call) host.Outc
 	return host.OK(snap)
 }
 
+// stopRoot declares the stop of an active root, inside its session's
+// lane: its pending interactions are closed (turn_stopped) and the stop is
+// delivered to the running loop (once).
+func (c *Coordinator) stopRoot(ctx context.Context, ar *activeRoot, source string) error {
+	if c.opts.Interactions != nil {
+		if err := c.opts.Interactions.CloseRun(ctx, ar.sessionID, ar.runID, ClosureTurnStopped); err != nil {
+			return err
+		}
+	}
+	ar.requestStop(source)
+	return nil
+}
+
 // BeginDrain refuses new executions; running turns go on until Close.
 func (c *Coordinator) BeginDrain() {
 	c.mu.Lock()
@@ -444,7 +460,13 @@ func (c *Coordinator) Close(ctx context.Context) error {
 			break
 		}
 		for _, ar := range roots {
-			ar.requestStop(abortSourceHostShutdown)
+			err := c.opts.Gate.Run(ctx, ar.sessionID, func(ctx context.Context, _ *lane.Lease) error {
+				return c.stopRoot(ctx, ar, abortSourceHostShutdown)
+			})
+			if err != nil {
+				c.log.Warn("stop at shutdown", "session", ar.sessionID, "err", err)
+				ar.requestStop(abortSourceHostShutdown)
+			}
 		}
 		for _, ar := range roots {
 			select {

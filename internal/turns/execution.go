@@ -90,6 +90,10 @@ func (c *Coordinator) execute(ctx context.Context, ar *activeRoot, a admission, 
 	}
 	close(ar.started)
 
+	if c.opts.Interactions != nil {
+		rec.interactions = c.opts.Interactions.BindRun(a.SessionID, a.TurnID, a.RunID)
+		defer rec.interactions.Release()
+	}
 	out := c.runAgent(ctx, rec, a, sum)
 	if err := c.commitTerminal(rec, a, out); err != nil {
 		// The terminal fact is not durable: the next host's recovery ends
@@ -171,13 +175,17 @@ func (c *Coordinator) runAgent(ctx context.Context, rec *recorder, a admission, 
 	if abs, err := filepath.Abs(workspace); err == nil {
 		workspace = abs
 	}
-	out := agent.Run(ctx, agent.Turn{
+	turn := agent.Turn{
 		SessionID: a.SessionID, TurnID: a.TurnID, RunID: a.RunID,
 		Prompt: a.Content.Text, History: history, Workspace: workspace,
 		Provider: resolved.Provider, Model: resolved.Model, System: c.opts.System,
-		Tools: c.opts.Tools, Permissions: tools.NewEngine(mode, nil), Approver: c.opts.Approver,
+		Tools: c.opts.Tools, Permissions: tools.NewEngine(mode, nil),
 		MaxSteps: c.opts.MaxSteps, Step: c.opts.Step, Now: c.opts.Now, NewID: c.opts.NewID,
-	}, rec)
+	}
+	if rec.interactions != nil {
+		turn.Approver = rec.interactions
+	}
+	out := agent.Run(ctx, turn, rec)
 	return out
 }
 
@@ -236,6 +244,11 @@ func terminate(tx *store.Tx, a admission, batch []sessions.RunEvent, eventID str
 // active root is removed and its residency released.
 func (c *Coordinator) finishTransition(ar *activeRoot, cause error) {
 	err := c.opts.Gate.Run(context.Background(), ar.sessionID, func(ctx context.Context, _ *lane.Lease) error {
+		if c.opts.Interactions != nil {
+			if err := c.opts.Interactions.CloseRun(ctx, ar.sessionID, ar.runID, ClosureTurnTerminal); err != nil {
+				return err
+			}
+		}
 		if cause == nil {
 			if err := c.opts.Continuity.PublishTerminal(ctx, ar.sessionID, ar.turnID, ar.runID); err != nil {
 				return err

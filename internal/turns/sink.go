@@ -27,10 +27,11 @@ import (
 // turn that calls no tool costs two durable writes: its start and its
 // terminal fact.
 type recorder struct {
-	c          *Coordinator
-	a          admission
-	model      string
-	connection string
+	c            *Coordinator
+	a            admission
+	model        string
+	connection   string
+	interactions RunInteractions // nil without an interaction authority
 
 	mu        sync.Mutex // orders seq assignment with writes
 	seq       int64
