@@ -1,0 +1,226 @@
+package e2e_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/maka-agent/maka/client"
+	"github.com/maka-agent/maka/internal/domain"
+	"github.com/maka-agent/maka/internal/host"
+	"github.com/maka-agent/maka/internal/modeltest"
+	"github.com/maka-agent/maka/internal/storageroot"
+	"github.com/maka-agent/maka/protocol"
+)
+
+// failAfter bounds every wait so that a broken host fails the test instead
+// of hanging it; it never orders events.
+const failAfter = 20 * time.Second
+
+// apiKey is the credential stored for the fake model connection.
+const apiKey = "sk-e2e-fake-key-4b1d"
+
+// testHost is one in-process runtime host on a temporary storage root whose
+// default model target is a fake chat-completions server.
+type testHost struct {
+	t     *testing.T
+	root  string
+	model *modeltest.Server
+	// conn is the client that configured the host.
+	conn *client.Conn
+}
+
+// newHost starts the full host with a fake model whose replies reply
+// decides, and configures that model over the socket. Everything stops at
+// the end of the test: clients, then the host, then the model server.
+func newHost(t *testing.T, reply func(*modeltest.Request) modeltest.Reply) *testHost {
+	t.Helper()
+	// Registered first, so it runs last: no idle model connection outlives
+	// the test.
+	transport := &http.Transport{}
+	t.Cleanup(transport.CloseIdleConnections)
+	srv := modeltest.New(t, reply)
+
+	root := filepath.Join(t.TempDir(), "root")
+	capability, err := storageroot.Resolve(root, storageroot.KindInteractive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if ns, err := storageroot.ControlNamespace(); err == nil {
+			os.RemoveAll(filepath.Join(ns, capability.RootID()))
+		}
+	})
+	owner, err := storageroot.TryAcquireOwner(capability)
+	if err != nil || owner == nil {
+		t.Fatalf("owner lock: %v", err)
+	}
+	k, err := host.Start(context.Background(), host.Options{
+		Owner: owner, DisableIdleExit: true,
+		CompositionFactory: domain.Factory(capability.Path(), nil, domain.Options{HTTPClient: &http.Client{Transport: transport}}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), failAfter)
+		defer cancel()
+		if err := k.Close(ctx); err != nil {
+			t.Errorf("host close: %v", err)
+		}
+	})
+	h := &testHost{t: t, root: root, model: srv}
+	h.conn = h.dial()
+	configureModel(t, h.conn, srv.BaseURL())
+	return h
+}
+
+// dial connects a new client; it is closed at the end of the test.
+func (h *testHost) dial() *client.Conn {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), failAfter)
+	defer cancel()
+	res, err := client.Connect(ctx, client.Options{RootPath: h.root, Surface: protocol.SurfaceTUI, RequestTimeout: failAfter})
+	if err != nil || res.Kind != client.Connected {
+		h.t.Fatalf("connect: %v %+v", err, res)
+	}
+	h.t.Cleanup(func() { res.Conn.Close() })
+	return res.Conn
+}
+
+func opCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), failAfter)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// configureModel creates the connection "fake" (openai-compatible, model
+// m1) at baseURL, makes it the default target and stores its API key.
+func configureModel(t *testing.T, c *client.Conn, baseURL string) {
+	t.Helper()
+	ctx := opCtx(t)
+	q, err := c.QueryConnectionCatalog(ctx, protocol.CatalogQueryInput{})
+	if err != nil {
+		t.Fatalf("catalog query: %v", err)
+	}
+	page, ok := q.(protocol.CatalogPage)
+	if !ok {
+		t.Fatalf("catalog query: %#v", q)
+	}
+	created, err := c.CreateConnection(ctx, protocol.CatalogCreateInput{
+		ExpectedCatalogRevision: page.Revision,
+		Connection: protocol.ConnectionDraft{
+			Slug: "fake", Name: "Fake model", ProviderType: "openai-compatible",
+			BaseURL: baseURL, Enabled: true, EnabledModelIDs: []string{"m1"},
+		},
+	})
+	if err != nil {
+		t.Fatalf("connection create: %v", err)
+	}
+	conn, ok := created.(protocol.CatalogConnectionCommitted)
+	if !ok {
+		t.Fatalf("connection create: %#v", created)
+	}
+	set, err := c.SetDefaultConnectionTarget(ctx, protocol.CatalogSetDefaultTargetInput{
+		ExpectedCatalogRevision: conn.CatalogRevision,
+		Target:                  &protocol.ConnectionTarget{ConnectionID: conn.Connection.ConnectionID, ModelID: "m1"},
+	})
+	if err != nil {
+		t.Fatalf("set default target: %v", err)
+	}
+	if _, ok := set.(protocol.CatalogCommitted); !ok {
+		t.Fatalf("set default target: %#v", set)
+	}
+	cred, err := c.SetCredential(ctx, protocol.CredentialVaultSetInput{
+		Locator: protocol.ConnectionCredential(conn.Connection.ConnectionID, protocol.CredentialKindAPIKey),
+		Secret:  apiKey,
+	})
+	if err != nil {
+		t.Fatalf("credential set: %v", err)
+	}
+	if st, ok := cred.(protocol.CredentialCommitted); !ok || !st.Status.Configured {
+		t.Fatalf("credential set: %#v", cred)
+	}
+}
+
+// createSession creates a session working in a fresh directory with the
+// given permission mode and returns that directory.
+func createSession(t *testing.T, c *client.Conn, sessionID string, mode string) string {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Call(opCtx(t), protocol.OpSessionCreate, protocol.SessionCreateInput{
+		SessionID: sessionID, Workspace: protocol.HostPathWorkspace(dir), Name: "e2e " + sessionID,
+		PermissionMode: protocol.PermissionMode(mode),
+	})
+	if err != nil {
+		t.Fatalf("session create %s: %v", sessionID, err)
+	}
+	if sum, ok := res.(protocol.SessionSummary); !ok || string(sum.PermissionMode) != mode {
+		t.Fatalf("session create %s: %#v", sessionID, res)
+	}
+	return dir
+}
+
+// startTurn calls turn.start with a text message.
+func startTurn(t *testing.T, c *client.Conn, sessionID, turnID, text string) protocol.TurnSnapshot {
+	t.Helper()
+	snap, err := c.StartTurn(opCtx(t), startInput(sessionID, turnID, text))
+	if err != nil {
+		t.Fatalf("turn.start %s/%s: %v", sessionID, turnID, err)
+	}
+	if snap.SessionID != sessionID || snap.TurnID != turnID || snap.RunID == "" {
+		t.Fatalf("turn.start %s/%s: %+v", sessionID, turnID, snap)
+	}
+	return snap
+}
+
+func startInput(sessionID, turnID, text string) protocol.TurnStartInput {
+	return protocol.TurnStartInput{SessionID: sessionID, TurnID: turnID, Content: protocol.MessageContent{Text: text}}
+}
+
+// queryTurn calls turn.query.
+func queryTurn(t *testing.T, c *client.Conn, sessionID, turnID string) protocol.TurnSnapshot {
+	t.Helper()
+	snap, err := c.QueryTurn(opCtx(t), protocol.TurnQueryInput{SessionID: sessionID, TurnID: turnID})
+	if err != nil {
+		t.Fatalf("turn.query %s/%s: %v", sessionID, turnID, err)
+	}
+	return snap
+}
+
+// transcript reads every page of a session's transcript.
+func transcript(t *testing.T, c *client.Conn, sessionID string) []protocol.TranscriptMessage {
+	t.Helper()
+	var out []protocol.TranscriptMessage
+	in := protocol.SessionTranscriptPageInput{SessionID: sessionID}
+	for {
+		res, err := c.Call(opCtx(t), protocol.OpSessionTranscriptPage, in)
+		if err != nil {
+			t.Fatalf("transcript of %s: %v", sessionID, err)
+		}
+		page := res.(protocol.SessionTranscriptPage)
+		out = append(out, page.Messages...)
+		if page.NextCursor == nil {
+			return out
+		}
+		in.Cursor = *page.NextCursor
+	}
+}
+
+// textsOf returns the texts of the transcript messages with role.
+func textsOf(msgs []protocol.TranscriptMessage, role protocol.TranscriptRole) []string {
+	var out []string
+	for _, m := range msgs {
+		if m.Role == role {
+			out = append(out, m.Text)
+		}
+	}
+	return out
+}
