@@ -63,7 +63,7 @@ func TestConcurrentResponsesRemainFramedAndCorrelatedInReverseCompletionOrder(t 
 		}()
 	}
 	for i := range requestCount {
-		within(t, entered[i].wait(), time.Second, "concurrent handlers were not all admitted")
+		within(t, entered[i].wait(), 10*time.Second, "concurrent handlers were not all admitted")
 	}
 	got := make([]protocol.TurnSnapshot, requestCount)
 	for i := requestCount - 1; i >= 0; i-- {
@@ -128,7 +128,7 @@ func TestSerialOutboundWriterFlushesAcceptedFramesInFIFOOrderOverARealSocket(t *
 		receipts = append(receipts, r)
 	}
 	for _, r := range receipts {
-		within(t, r.done, time.Second, "frame not flushed")
+		within(t, r.done, 10*time.Second, "frame not flushed")
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
@@ -161,11 +161,11 @@ func TestSerialOutboundWriterFailsOnceWhenItsRealTransportIsClosed(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	within(t, r.done, time.Second, "receipt did not settle")
+	within(t, r.done, 10*time.Second, "receipt did not settle")
 	if r.err == nil {
 		t.Fatal("write to a closed transport was acknowledged")
 	}
-	within(t, w.Done(), time.Second, "writer did not stop")
+	within(t, w.Done(), 10*time.Second, "writer did not stop")
 	if n := failureCalls.Load(); n != 1 {
 		t.Fatalf("failure calls = %d, want 1", n)
 	}
@@ -207,7 +207,7 @@ func TestSerialOutboundWriterReportsItsByteBoundBeforeItsFrameBound(t *testing.T
 	}
 	g.release.open()
 	for _, r := range receipts {
-		within(t, r.done, time.Second, "receipt did not settle")
+		within(t, r.done, 10*time.Second, "receipt did not settle")
 		if r.err != overload {
 			t.Fatalf("receipt settled with %v, want the overload error", r.err)
 		}
@@ -255,7 +255,7 @@ func openHalfClosedDispatchedSession(t *testing.T, turnID string) *halfClosedSes
 		<-run
 	})
 	writeRequest(t, pair.client, turnID+"-request", protocol.OpTurnQuery, protocol.TurnQueryInput{SessionID: "session", TurnID: turnID})
-	within(t, handlerEntered.wait(), time.Second, "handler was not dispatched")
+	within(t, handlerEntered.wait(), 10*time.Second, "handler was not dispatched")
 	if err := pair.client.CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestCleanReadEOFDrainsAnAlreadyDispatchedResponseBeforeClosing(t *testing.T
 	if !ok || resp.Operation != protocol.OpTurnQuery || !resp.OK {
 		t.Fatalf("expected the dispatched turn.query response, got %#v", f)
 	}
-	within(t, hs.run, time.Second, "connection did not close after draining its response")
+	within(t, hs.run, 10*time.Second, "connection did not close after draining its response")
 	if n := hs.teardownCalls.Load(); n != 1 {
 		t.Fatalf("teardown calls = %d, want 1", n)
 	}
@@ -281,12 +281,12 @@ func TestCleanReadEOFDrainsAnAlreadyDispatchedResponseBeforeClosing(t *testing.T
 func TestFatalTransportCloseDuringCleanEOFDrainTearsDownExactlyOnce(t *testing.T) {
 	hs := openHalfClosedDispatchedSession(t, "fatal-close-after-eof")
 	_ = hs.pair.server.Close() // forced transport failure
-	within(t, hs.teardown.wait(), time.Second, "fatal transport close did not interrupt EOF drain")
+	within(t, hs.teardown.wait(), 10*time.Second, "fatal transport close did not interrupt EOF drain")
 	if n := hs.teardownCalls.Load(); n != 1 {
 		t.Fatalf("teardown calls = %d, want 1", n)
 	}
 	hs.releaseHandler.open()
-	within(t, hs.run, time.Second, "connection did not settle after its handler completed")
+	within(t, hs.run, 10*time.Second, "connection did not settle after its handler completed")
 	if n := hs.teardownCalls.Load(); n != 1 {
 		t.Fatalf("teardown calls = %d, want 1", n)
 	}
@@ -329,7 +329,7 @@ func TestConnectionAcceptedBeforeCompositionExistsResolvesReadyHandlersWithoutRe
 			_ = k.Close(context.Background())
 		}
 	}()
-	within(t, factoryEntered.wait(), time.Second, "runtime host did not enter composition")
+	within(t, factoryEntered.wait(), 10*time.Second, "runtime host did not enter composition")
 	reg, found, err := control.ReadRegistration(owner.ControlDirectory())
 	if err != nil || !found {
 		t.Fatalf("registration: found=%v err=%v", found, err)
@@ -395,11 +395,11 @@ func TestConnectionResetWhileOperationAdmissionIsPendingDoesNotExecuteTheHandler
 	go func() { _ = s.Run(); close(run) }()
 
 	writeRequest(t, pair.client, "pending-request", protocol.OpTurnQuery, protocol.TurnQueryInput{SessionID: "session", TurnID: "turn"})
-	within(t, admissionEntered.wait(), time.Second, "operation did not enter admission")
+	within(t, admissionEntered.wait(), 10*time.Second, "operation did not enter admission")
 	resetAndDestroy(t, pair.client)
-	within(t, teardown.wait(), time.Second, "connection did not tear down while admission was pending")
+	within(t, teardown.wait(), 10*time.Second, "connection did not tear down while admission was pending")
 	releaseAdmission.open()
-	within(t, run, time.Second, "connection did not settle after admission completed")
+	within(t, run, 10*time.Second, "connection did not settle after admission completed")
 	if n := handlerCalls.Load(); n != 0 {
 		t.Fatalf("handler calls = %d, want 0", n)
 	}
@@ -430,10 +430,10 @@ func TestAdmittedOperationSettlesWithoutConnectionOrResidencyLeakageAfterDisconn
 		_, err := c.QueryTurn(ctx, protocol.TurnQueryInput{SessionID: "session", TurnID: "disconnect"})
 		failure <- err
 	}()
-	within(t, handlerEntered.wait(), time.Second, "handler was not admitted")
+	within(t, handlerEntered.wait(), 10*time.Second, "handler was not admitted")
 	_ = c.Close()
 	releaseHandler.open()
-	within(t, handlerSettled.wait(), time.Second, "handler did not settle after disconnect")
+	within(t, handlerSettled.wait(), 10*time.Second, "handler did not settle after disconnect")
 	if err := <-failure; err == nil {
 		t.Fatal("request on a closed connection succeeded")
 	}
@@ -459,9 +459,9 @@ func TestDuplicateActiveRequestIDTearsDownOnlyTheOffendingConnection(t *testing.
 	})
 	tc := openAcceptedTransport(t, f.kernel.Endpoint(), "duplicate-request-client")
 	writeRequest(t, tc, "duplicate-request", protocol.OpTurnQuery, protocol.TurnQueryInput{SessionID: "session", TurnID: "first"})
-	within(t, handlerEntered.wait(), time.Second, "first request was not admitted")
+	within(t, handlerEntered.wait(), 10*time.Second, "first request was not admitted")
 	writeRequest(t, tc, "duplicate-request", protocol.OpTurnQuery, protocol.TurnQueryInput{SessionID: "session", TurnID: "second"})
-	waitClosed(t, tc, time.Second, "duplicate request id did not close its connection")
+	waitClosed(t, tc, 10*time.Second, "duplicate request id did not close its connection")
 	if n := handlerCalls.Load(); n != 1 {
 		t.Fatalf("handler calls = %d, want 1", n)
 	}
@@ -503,7 +503,7 @@ func TestSixtyFifthInFlightRequestTearsDownOnlyTheOverflowingConnection(t *testi
 		return s.Connections == 2 && s.ActiveOperations == 65 && s.ActiveResidencies == 0
 	})
 	writeRequest(t, tc, "overflow-64", protocol.OpTurnQuery, protocol.TurnQueryInput{SessionID: "session", TurnID: "turn-64"})
-	waitClosed(t, tc, time.Second, "in-flight overflow did not close its connection")
+	waitClosed(t, tc, 10*time.Second, "in-flight overflow did not close its connection")
 	releaseHandlers.open()
 	_ = tc.Close()
 
@@ -626,7 +626,7 @@ func TestEvictingOneSlowSubscriptionKeepsSiblingSubscriptionsAndRequestsUsable(t
 			t.Fatal(err)
 		}
 	}
-	within(t, writeBlocked.wait(), time.Second, "slow subscription never blocked in-flight")
+	within(t, writeBlocked.wait(), 10*time.Second, "slow subscription never blocked in-flight")
 	release.open()
 
 	if err := coordinator.AcceptRuntimeEvent("sibling-session", "run-sibling-session", connectionTextEvent("sibling-session", 1)); err != nil {

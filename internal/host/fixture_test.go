@@ -21,6 +21,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if endpoint := os.Getenv(peerDialEnv); endpoint != "" {
+		os.Exit(peerDial(endpoint)) // a helper process of TestPeerOfAnotherUIDIsClosedBeforeHello
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -437,6 +437,11 @@ func (k *Kernel) acceptLoop() {
 			continue
 		}
 		backoff = 0
+		if err := checkPeer(nc, hostUID); err != nil {
+			k.log.Warn("connection refused", "err", err)
+			_ = nc.Close()
+			continue
+		}
 		t := transport.New(nc)
 		k.mu.Lock()
 		if k.committed {
