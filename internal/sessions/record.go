@@ -69,10 +69,10 @@ import (
 
 // Run event types with a transcript meaning.
 const (
-	EventUserMessage      = "user_message"
+	EventUserMessage = "user_message"
 	// EventSteeringMessage is a user message delivered to a running turn
 	// (MessagePayload); the transcript shows it as a user message.
-	EventSteeringMessage = "steering_message"
+	EventSteeringMessage  = "steering_message"
 	EventTextDelta        = "text_delta"
 	EventTextComplete     = "text_complete"
 	EventThinkingDelta    = "thinking_delta"
