@@ -85,6 +85,9 @@ func (r *runner) execute(ctx context.Context, tool tools.Tool, known bool, call 
 			_ = r.emit(ctx, ev) // live only
 		},
 	}
+	if qa, ok := r.t.Approver.(tools.QuestionAsker); ok {
+		env.Questions = qa
+	}
 	res, err := tool.Run(ctx, env, args)
 	if err != nil {
 		res = tools.ErrorResult(fmt.Sprintf("%s failed: %v", tool.Name(), err))

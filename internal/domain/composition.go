@@ -16,6 +16,7 @@ import (
 	"github.com/maka-agent/maka/internal/config"
 	"github.com/maka-agent/maka/internal/continuity"
 	"github.com/maka-agent/maka/internal/host"
+	"github.com/maka-agent/maka/internal/interactions"
 	"github.com/maka-agent/maka/internal/lane"
 	"github.com/maka-agent/maka/internal/model"
 	"github.com/maka-agent/maka/internal/sessions"
@@ -33,7 +34,7 @@ const (
 )
 
 // Migrations are the domain schema steps after the store's built-in schema.
-var Migrations = []store.Migration{sessions.Migration, tasks.Migration, turns.Migration}
+var Migrations = []store.Migration{sessions.Migration, tasks.Migration, turns.Migration, interactions.Migration}
 
 // Options configures the domain beyond its storage root.
 type Options struct {
@@ -62,6 +63,7 @@ type Composition struct {
 	sessions *sessions.Service
 	tasks    *tasks.Ledger
 	turns    *turns.Coordinator
+	inter    *interactions.Coordinator
 	secrets  *config.SecretFile
 	handlers host.Handlers
 
@@ -127,18 +129,27 @@ func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts O
 		OnChange:              c.refresh,
 		ActiveRoot:            func(id string) bool { return tl.ActiveRoot(id) },
 		RootTurn:              turns.TipSnapshot,
+		Interactions:          interactions.Pending,
 	})
 	c.cont = continuity.New(hostEpoch, c.sessions.ReadProjection, c.gate, log)
 	c.tasks = tasks.New(st, tasks.Options{Lane: c.gate, Logger: log})
+	c.inter = interactions.New(interactions.Options{
+		Store: st, Gate: c.gate, Continuity: c.cont, Log: log,
+		OnPoison: func(err error) {
+			log.Error("interaction authority poisoned; draining", "err", err)
+			requestDrain()
+		},
+	})
 	tl = turns.New(turns.Options{
 		Store: st, Gate: c.gate, Continuity: c.cont, Residency: h.Residency, RequestDrain: requestDrain,
-		Resolve: c.resolveModel, Tools: tools.NewRegistry(tools.Builtins()...), System: systemPrompt,
+		Resolve: c.resolveModel, Interactions: c.inter, System: systemPrompt,
+		Tools:    tools.NewRegistry(append(tools.Builtins(), tools.NewAskUserQuestion())...),
 		MaxSteps: opts.MaxSteps, Step: opts.Step, Log: log,
 	})
 	c.turns = tl
 
 	c.handlers = host.Handlers{}
-	for _, hs := range []host.Handlers{cfg.Handlers(), c.sessions.Handlers(), c.tasks.Handlers(), c.cont.Handlers(), tl.Handlers()} {
+	for _, hs := range []host.Handlers{cfg.Handlers(), c.sessions.Handlers(), c.tasks.Handlers(), c.cont.Handlers(), tl.Handlers(), c.inter.Handlers()} {
 		for op, h := range hs {
 			if _, dup := c.handlers[op]; dup {
 				return nil, errors.Join(fmt.Errorf("domain: two handlers for %s", op), c.Close(ctx))
@@ -178,9 +189,15 @@ func (c *Composition) Continuity() host.ConnectionObserver { return c.cont }
 // Store returns the durable store.
 func (c *Composition) Store() *store.Store { return c.st }
 
-// Recover implements host.Composition: runs a crash left open end failed
-// (app_restarted) and an admitted turn that never started is started.
-func (c *Composition) Recover(ctx context.Context) error { return c.turns.Recover(ctx) }
+// Recover implements host.Composition: interactions left pending are
+// closed (host_restarted), runs a crash left open end failed
+// (app_restarted), and an admitted turn that never started is started.
+func (c *Composition) Recover(ctx context.Context) error {
+	if err := c.inter.Recover(ctx); err != nil {
+		return err
+	}
+	return c.turns.Recover(ctx)
+}
 
 // BeginDrain implements host.Composition.
 func (c *Composition) BeginDrain() { c.turns.BeginDrain() }

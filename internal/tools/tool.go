@@ -32,6 +32,9 @@ type Env struct {
 	// are at most 8192 bytes; calls for one tool call never overlap. May be
 	// nil.
 	Output func(stream, chunk string)
+	// Questions asks the user questions for the AskUserQuestion tool (nil:
+	// no client can answer them in this session).
+	Questions QuestionAsker
 }
 
 // Result is a settled tool call.

@@ -1,0 +1,114 @@
+package interactions
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/maka-agent/maka/internal/agent"
+	"github.com/maka-agent/maka/protocol"
+)
+
+func permReq(tool, category string, args any, remember bool) agent.PermissionRequest {
+	b, _ := json.Marshal(args)
+	return agent.PermissionRequest{ToolUseID: "tu-1", ToolName: tool, Category: category, Args: b, RememberAllowed: remember}
+}
+
+func TestPermissionReviews(t *testing.T) {
+	long := strings.Repeat(`"x"`, 5000)
+	for _, tc := range []struct {
+		name string
+		req  agent.PermissionRequest
+		want protocol.ToolReview
+	}{
+		{"bash", permReq("Bash", "shell_unsafe", map[string]string{"command": "go test ./..."}, true),
+			protocol.CommandReview{Command: "go test ./..."}},
+		{"multi-line bash keeps its statements", permReq("Bash", "fs_destructive", map[string]string{"command": "cd build\nrm -rf out"}, true),
+			protocol.CommandReview{Command: "cd build; rm -rf out"}},
+		{"bash controls and secrets", permReq("Bash", "shell_unsafe", map[string]string{"command": "curl\t-H 'Authorization: Bearer abcdefghijklmnopqrstuvwxyz0123' x\x1b"}, true),
+			protocol.CommandReview{Command: "curl -H 'Authorization: [REDACTED]' x\uFFFD"}},
+		{"read", permReq("Read", "read", map[string]string{"path": "a/b.txt"}, true), protocol.PathReview{Operation: "read", Path: "a/b.txt"}},
+		{"write", permReq("Write", "file_write", map[string]string{"path": "a.go", "content": "x"}, true), protocol.PathReview{Operation: "write", Path: "a.go"}},
+		{"edit", permReq("Edit", "file_write", map[string]string{"path": "a.go"}, true), protocol.PathReview{Operation: "edit", Path: "a.go"}},
+		{"glob", permReq("Glob", "read", map[string]string{"pattern": "**/*.go"}, true), protocol.SearchReview{Operation: "glob", Pattern: "**/*.go", Root: "."}},
+		{"grep", permReq("Grep", "read", map[string]string{"pattern": "func", "path": "src", "glob": "*.go"}, true),
+			protocol.SearchReview{Operation: "grep", Pattern: "func", Root: "src", Glob: str("*.go")}},
+		{"web fetch", permReq("WebFetch", "web_read", map[string]string{"url": "https://example.com"}, true), protocol.WebReview{TargetKind: "url", Target: "https://example.com"}},
+		{"custom tool", permReq("deploy", "custom_tool", map[string]any{"b": 1, "a": "x"}, true),
+			protocol.ToolArgumentsReview{Arguments: protocol.ReviewTextPreview{Text: `{"a":"x","b":1}`, Bytes: 15}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wire, err := permissionRequest(tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := wire.Prompt.(protocol.ToolPermissionPrompt)
+			if !reflect.DeepEqual(p.Review, tc.want) {
+				t.Fatalf("review = %#v, want %#v", p.Review, tc.want)
+			}
+			if p.Reason != protocol.PermissionReasonForCategory(tc.req.Category) || p.Category != tc.req.Category ||
+				p.RememberForTurnAllowed != tc.req.RememberAllowed || wire.ToolUseID != "tu-1" {
+				t.Fatalf("prompt = %+v", p)
+			}
+			roundTrip(t, wire)
+		})
+	}
+
+	t.Run("long arguments are cut to a bounded preview", func(t *testing.T) {
+		wire, err := permissionRequest(permReq("deploy", "custom_tool", map[string]string{"v": long}, false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := wire.Prompt.(protocol.ToolPermissionPrompt).Review.(protocol.ToolArgumentsReview).Arguments
+		if !a.Truncated || a.Bytes <= protocol.ReviewTextMaxBytes || len(a.Text) > protocol.ReviewTextMaxBytes {
+			t.Fatalf("preview = %d bytes of %d, truncated %v", len(a.Text), a.Bytes, a.Truncated)
+		}
+		roundTrip(t, wire)
+	})
+	t.Run("a long command of quotes still fits the request", func(t *testing.T) {
+		cmd := "echo " + strings.Repeat(`\"`, 6000)
+		wire, err := permissionRequest(permReq("Bash", protocol.CategorizeBash(cmd), map[string]string{"command": cmd}, true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		roundTrip(t, wire)
+	})
+	for name, req := range map[string]agent.PermissionRequest{
+		"empty path":                  permReq("Write", "file_write", map[string]string{"content": "x"}, true),
+		"cut that hides a danger":     permReq("Bash", "fs_destructive", map[string]string{"command": "echo " + strings.Repeat("x", 9000) + "; rm -rf /"}, true),
+		"browser tool":                permReq("browser_click", "browser", map[string]string{"ref": "x"}, true),
+		"computer use":                permReq("screen", "computer_use", map[string]string{}, false),
+		"wrong category for the tool": permReq("Glob", "file_write", map[string]string{"pattern": "*"}, true),
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := permissionRequest(req); !errors.Is(err, ErrInvalidRequest) {
+				t.Fatalf("error = %v, want invalid request", err)
+			}
+		})
+	}
+}
+
+// roundTrip checks that a request decodes strictly as the wire shape.
+func roundTrip(t *testing.T, wire protocol.InteractionRequest) {
+	t.Helper()
+	b, err := protocol.Marshal(wire)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > protocol.InteractionRequestMaxBytes {
+		t.Fatalf("request is %d bytes", len(b))
+	}
+	v, err := protocol.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := protocol.DecodeInteractionRequest(v)
+	if err != nil {
+		t.Fatalf("request rejected: %v\n%s", err, b)
+	}
+	if !reflect.DeepEqual(got, wire) {
+		t.Fatalf("round trip = %+v, want %+v", got, wire)
+	}
+}
