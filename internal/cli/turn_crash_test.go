@@ -237,3 +237,60 @@ func TestScriptedModelHost(t *testing.T) {
 		t.Fatalf("assistant messages %q", texts)
 	}
 }
+
+// TestPendingApprovalAtAKillIsClosedHostRestarted SIGKILLs the host while
+// a turn waits for an approval; after the restart the interaction reads
+// closed / host_restarted, answering it is already_resolved, and the turn
+// reads failed / app_restarted.
+func TestPendingApprovalAtAKillIsClosedHostRestarted(t *testing.T) {
+	srv := modeltest.New(t, func(req *modeltest.Request) modeltest.Reply {
+		if len(req.ToolResultsSinceUser()) == 0 {
+			return modeltest.Reply{Chunks: []modeltest.Chunk{{Call: &modeltest.Call{ID: "call_1", Name: "Bash", Arguments: `{"command":"true"}`}}}}
+		}
+		return modeltest.Reply{Chunks: []modeltest.Chunk{{Text: "done"}}}
+	})
+	s := newSandbox(t)
+	root, _ := newRoot(t)
+	p := s.serve(root, "--idle-grace", "0")
+	conn, _, _ := connect(t, root)
+	configureFakeModel(t, conn, srv.BaseURL())
+	if _, err := conn.Call(turnCtx(t), protocol.OpSessionCreate, protocol.SessionCreateInput{
+		SessionID: "ask", Workspace: protocol.HostPathWorkspace(t.TempDir()), PermissionMode: protocol.PermissionModeAsk,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := conn.OpenSubscription(turnCtx(t), "ask")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startTextTurn(t, conn, "ask", "turn-1", "run true")
+	var interactionID string
+	nextUntil(t, sub, "a pending approval", func(f any) bool {
+		if pr, ok := f.(protocol.ProjectionFrame); ok && len(pr.Snapshot.Interactions.Pending) == 1 {
+			interactionID = pr.Snapshot.Interactions.Pending[0].InteractionID
+			return true
+		}
+		return false
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.waitExit()
+	conn.Close()
+
+	s.serve(root, "--idle-grace", "0")
+	conn2, _, _ := connect(t, root)
+	q, err := conn2.QueryInteraction(turnCtx(t), protocol.InteractionQueryInput{SessionID: "ask", InteractionID: interactionID})
+	if err != nil || q.Status != protocol.InteractionStatusClosed || q.Outcome == nil || q.Outcome.Reason != protocol.InteractionClosureHostRestarted {
+		t.Fatalf("interaction after restart: %+v %v", q, err)
+	}
+	_, err = conn2.AnswerInteraction(turnCtx(t), protocol.InteractionAnswerInput{InteractionID: interactionID,
+		Answer: protocol.InteractionAnswer{Kind: protocol.InteractionKindPermission, Decision: protocol.InteractionDecisionAllow}})
+	if !client.IsCode(err, protocol.ErrAlreadyResolved) {
+		t.Fatalf("answer after restart: %v", err)
+	}
+	got, err := conn2.QueryTurn(turnCtx(t), protocol.TurnQueryInput{SessionID: "ask", TurnID: "turn-1"})
+	if err != nil || got.Status != protocol.TurnFailed || got.FailureClass != "app_restarted" {
+		t.Fatalf("turn after restart: %+v %v", got, err)
+	}
+}
