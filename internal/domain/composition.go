@@ -18,6 +18,7 @@ import (
 	"github.com/maka-agent/maka/internal/host"
 	"github.com/maka-agent/maka/internal/interactions"
 	"github.com/maka-agent/maka/internal/lane"
+	"github.com/maka-agent/maka/internal/messages"
 	"github.com/maka-agent/maka/internal/model"
 	"github.com/maka-agent/maka/internal/sessions"
 	"github.com/maka-agent/maka/internal/store"
@@ -34,7 +35,7 @@ const (
 )
 
 // Migrations are the domain schema steps after the store's built-in schema.
-var Migrations = []store.Migration{sessions.Migration, tasks.Migration, turns.Migration, interactions.Migration}
+var Migrations = []store.Migration{sessions.Migration, tasks.Migration, turns.Migration, interactions.Migration, messages.Migration}
 
 // Options configures the domain beyond its storage root.
 type Options struct {
@@ -64,6 +65,7 @@ type Composition struct {
 	tasks    *tasks.Ledger
 	turns    *turns.Coordinator
 	inter    *interactions.Coordinator
+	msgs     *messages.Coordinator
 	secrets  *config.SecretFile
 	handlers host.Handlers
 
@@ -123,6 +125,16 @@ func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts O
 		c.scripted = model.NewScripted(opts.Script, nil)
 	}
 	var tl *turns.Coordinator // built below; the session service reads it lazily
+	c.msgs = messages.New(messages.Options{
+		HostEpoch: hostEpoch, Store: st, Gate: c.gate, Residency: h.Residency, RequestDrain: requestDrain, Log: log,
+		Refresh: func(ctx context.Context, sessionID string) error { return c.cont.Refresh(ctx, sessionID) },
+		ReadProjection: func(ctx context.Context, sessionID string) (continuity.Projection, bool, error) {
+			return c.sessions.ReadProjection(ctx, sessionID)
+		},
+	})
+	if err := c.msgs.BeginHostEpoch(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("message receipts: %w", err), st.Close(ctx))
+	}
 	c.sessions = sessions.New(st, c.gate, sessions.Options{
 		HostEpoch:             hostEpoch,
 		DefaultPermissionMode: c.defaultPermissionMode,
@@ -130,6 +142,7 @@ func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts O
 		ActiveRoot:            func(id string) bool { return tl.ActiveRoot(id) },
 		RootTurn:              turns.TipSnapshot,
 		Interactions:          interactions.Pending,
+		Queue:                 c.msgs.Projection,
 	})
 	c.cont = continuity.New(hostEpoch, c.sessions.ReadProjection, c.gate, log)
 	c.tasks = tasks.New(st, tasks.Options{Lane: c.gate, Logger: log})
@@ -142,14 +155,15 @@ func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts O
 	})
 	tl = turns.New(turns.Options{
 		Store: st, Gate: c.gate, Continuity: c.cont, Residency: h.Residency, RequestDrain: requestDrain,
-		Resolve: c.resolveModel, Interactions: c.inter, System: systemPrompt,
+		Resolve: c.resolveModel, Interactions: c.inter, Messages: c.msgs, System: systemPrompt,
 		Tools:    tools.NewRegistry(append(tools.Builtins(), tools.NewAskUserQuestion())...),
 		MaxSteps: opts.MaxSteps, Step: opts.Step, Log: log,
 	})
 	c.turns = tl
+	c.msgs.Bind(tl)
 
 	c.handlers = host.Handlers{}
-	for _, hs := range []host.Handlers{cfg.Handlers(), c.sessions.Handlers(), c.tasks.Handlers(), c.cont.Handlers(), tl.Handlers(), c.inter.Handlers()} {
+	for _, hs := range []host.Handlers{cfg.Handlers(), c.sessions.Handlers(), c.tasks.Handlers(), c.cont.Handlers(), tl.Handlers(), c.inter.Handlers(), c.msgs.Handlers()} {
 		for op, h := range hs {
 			if _, dup := c.handlers[op]; dup {
 				return nil, errors.Join(fmt.Errorf("domain: two handlers for %s", op), c.Close(ctx))
@@ -207,6 +221,7 @@ func (c *Composition) BeginDrain() { c.turns.BeginDrain() }
 // is closed after its queued writes.
 func (c *Composition) Close(ctx context.Context) error {
 	err := c.turns.Close(ctx)
+	err = errors.Join(err, c.msgs.Close(ctx))
 	c.cont.Close()
 	return errors.Join(err, c.gate.Close(ctx), c.st.Close(ctx))
 }

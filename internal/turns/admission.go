@@ -39,11 +39,10 @@ func scanAdmission(scan func(...any) error) (admission, error) {
 		return a, err
 	}
 	a.UserMessageID, a.PreviousTurnID = user.String, prev.String
-	v, err := protocol.Parse([]byte(a.contentJSON))
-	if err == nil {
-		a.Content, err = protocol.DecodeMessageContent(v)
-	}
-	if err != nil {
+	// The stored content was encoded from normalized content; an input
+	// aggregated from queued messages may exceed the wire bounds of one
+	// message, so it is not decoded with the wire codec.
+	if err := json.Unmarshal([]byte(a.contentJSON), &a.Content); err != nil {
 		return a, fmt.Errorf("turns: admission %s/%s content: %w", a.SessionID, a.TurnID, err)
 	}
 	return a, nil
@@ -209,5 +208,3 @@ const (
 	EventTokenUsage         = "token_usage"
 	EventPermissionDecision = "permission_decision"
 )
-
-var _ = json.Marshal

@@ -37,17 +37,18 @@ import (
 
 // Wire messages of turn operations.
 const (
-	MessageSessionNotFound  = "Session does not exist"
-	MessageSessionArchived  = "Cannot start a new Turn in an archived Session"
-	MessageSessionBusy      = "Session already has an active root Turn"
-	MessageKindConflict     = "Turn identity belongs to a different execution kind"
-	MessagePayloadConflict  = "Turn identity was already admitted with a different payload"
-	MessageTurnNotAdmitted  = "Turn was not admitted"
-	MessageRunMismatch      = "Run identity does not match the admitted Turn"
-	MessageOtherRootActive  = "A different root Turn owns the active Session execution"
-	MessageOperationFailed  = protocol.MessageOperationFailed
-	abortSourceTurnStop     = "turn.stop"
-	abortSourceHostShutdown = "host_shutdown"
+	MessageSessionNotFound   = "Session does not exist"
+	MessageSessionArchived   = "Cannot start a new Turn in an archived Session"
+	MessageSessionBusy       = "Session already has an active root Turn"
+	MessageKindConflict      = "Turn identity belongs to a different execution kind"
+	MessagePayloadConflict   = "Turn identity was already admitted with a different payload"
+	MessageTurnNotAdmitted   = "Turn was not admitted"
+	MessageRunMismatch       = "Run identity does not match the admitted Turn"
+	MessageOtherRootActive   = "A different root Turn owns the active Session execution"
+	MessageOperationFailed   = protocol.MessageOperationFailed
+	abortSourceTurnStop      = "turn.stop"
+	abortSourceTurnInterrupt = "turn.interrupt"
+	abortSourceHostShutdown  = "host_shutdown"
 )
 
 // Resolved is the model a turn runs with.
@@ -78,9 +79,13 @@ type Options struct {
 	// Interactions asks clients to approve tool calls and answer
 	// questions (nil: calls that need approval are denied).
 	Interactions InteractionPort
-	System       string
-	MaxSteps     int
-	Step         model.StepOptions
+	// Messages is the session message queue: steering for running turns,
+	// follow-ups that become the next turn, and the stop fence (nil: no
+	// queue).
+	Messages MessagePort
+	System   string
+	MaxSteps int
+	Step     model.StepOptions
 	// DeltaFlush is how often streamed text is written to the record while
 	// a message streams (0 = 250 ms); the final text is always written.
 	DeltaFlush time.Duration
@@ -115,6 +120,16 @@ type activeRoot struct {
 	stopOnce sync.Once
 	stop     context.CancelCauseFunc
 	resid    host.Residency
+
+	// steering is the run's steering owner (nil without a queue).
+	steering RunSteering
+	// reserved is set once the message queue is reserved for this root.
+	reserved bool
+	// stuck (guarded by Coordinator.mu) marks a root whose ownership
+	// could not end without losing accepted messages: it stays the
+	// session's active root and keeps its residency until the process
+	// exits.
+	stuck bool
 }
 
 func (ar *activeRoot) requestStop(source string) {
@@ -137,6 +152,9 @@ func New(opts Options) *Coordinator {
 	}
 	if opts.RequestDrain == nil {
 		opts.RequestDrain = func() {}
+	}
+	if opts.Messages == nil {
+		opts.Messages = noMessages{}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Coordinator{opts: opts, log: opts.Log, baseCtx: ctx, cancel: cancel, active: make(map[string]*activeRoot)}
@@ -251,7 +269,7 @@ func (c *Coordinator) handleStart(ctx context.Context, call *host.Call) host.Out
 				c.opts.RequestDrain() // the admission chain is uncertain
 				return err
 			}
-			ar, err = c.launch(ctx, a, &sum)
+			ar, err = c.launch(ctx, a, &sum, false)
 			return err
 		}
 		var o *host.Outcome
@@ -299,7 +317,7 @@ func (c *Coordinator) prepare(ctx context.Context, a admission) (*activeRoot, *p
 	case snap.Status != protocol.TurnAdmitted:
 		return nil, nil, nil, fmt.Errorf("turns: run %s of session %s is %s without an active execution", a.RunID, a.SessionID, snap.Status)
 	}
-	ar, err := c.launch(ctx, a, nil)
+	ar, err := c.launch(ctx, a, nil, false)
 	return ar, nil, nil, err
 }
 
@@ -389,7 +407,10 @@ func (c *Coordinator) handleStop(ctx context.Context, call *host.Call) host.Outc
 		switch {
 		case cur != nil && cur.turnID == in.TurnID && cur.runID == in.RunID:
 			ar = cur
-			if err := c.stopRoot(ctx, ar, abortSourceTurnStop); err != nil {
+			if c.isStuck(ar) {
+				return nil // its done reports why it cannot stop
+			}
+			if _, err := c.stopRoot(ctx, ar, abortSourceTurnStop); err != nil {
 				return err
 			}
 		case snap.Status.Terminal():
@@ -425,20 +446,34 @@ func (c *Coordinator) handleStop(ctx context.Context, call *host.Call) host.Outc
 }
 
 // stopRoot declares the stop of an active root, inside its session's
-// lane: its pending interactions are closed (turn_stopped) and the stop is
-// delivered to the running loop (once).
-func (c *Coordinator) stopRoot(ctx context.Context, ar *activeRoot, source string) error {
+// lane: the message queue's stop fence is committed (queued messages are
+// retracted and no message is admitted until the terminal transition),
+// its pending interactions are closed (turn_stopped), and the stop is
+// delivered to the running loop (once). It returns the fence's result.
+func (c *Coordinator) stopRoot(ctx context.Context, ar *activeRoot, source string) (protocol.QueueRetractResult, error) {
+	fence, err := c.opts.Messages.CommitStopFence(ar.sessionID, ar.turnID, ar.runID)
+	if err != nil {
+		return fence, err
+	}
 	if c.opts.Interactions != nil {
 		if err := c.opts.Interactions.CloseRun(ctx, ar.sessionID, ar.runID, ClosureTurnStopped); err != nil {
-			return err
+			return fence, err
 		}
 	}
 	ar.requestStop(source)
-	return nil
+	return fence, nil
 }
 
-// BeginDrain refuses new executions; running turns go on until Close.
+func (c *Coordinator) isStuck(ar *activeRoot) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return ar.stuck
+}
+
+// BeginDrain refuses new executions and new queued messages; running
+// turns go on until Close.
 func (c *Coordinator) BeginDrain() {
+	c.opts.Messages.BeginDrain()
 	c.mu.Lock()
 	c.draining = true
 	c.mu.Unlock()
@@ -446,13 +481,20 @@ func (c *Coordinator) BeginDrain() {
 
 // Close stops every active root turn (they end cancelled with abortSource
 // host_shutdown), waits for their terminal transitions, and repeats until
-// none is left, or until ctx ends.
+// none is left, or until ctx ends. It fails when a root is stuck with
+// accepted messages it could not hand on.
 func (c *Coordinator) Close(ctx context.Context) error {
 	c.BeginDrain()
+	var stuck int
 	for {
 		c.mu.Lock()
 		roots := make([]*activeRoot, 0, len(c.active))
+		stuck = 0
 		for _, ar := range c.active {
+			if ar.stuck {
+				stuck++
+				continue
+			}
 			roots = append(roots, ar)
 		}
 		c.mu.Unlock()
@@ -461,7 +503,8 @@ func (c *Coordinator) Close(ctx context.Context) error {
 		}
 		for _, ar := range roots {
 			err := c.opts.Gate.Run(ctx, ar.sessionID, func(ctx context.Context, _ *lane.Lease) error {
-				return c.stopRoot(ctx, ar, abortSourceHostShutdown)
+				_, err := c.stopRoot(ctx, ar, abortSourceHostShutdown)
+				return err
 			})
 			if err != nil {
 				c.log.Warn("stop at shutdown", "session", ar.sessionID, "err", err)
@@ -482,10 +525,13 @@ func (c *Coordinator) Close(ctx context.Context) error {
 	go func() { c.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if stuck > 0 {
+		return fmt.Errorf("turns: %d root turns keep accepted messages they could not hand on", stuck)
+	}
+	return nil
 }
 
 // WaitIdle waits until sessionID has no active root turn (its current
@@ -494,9 +540,13 @@ func (c *Coordinator) WaitIdle(ctx context.Context, sessionID string) error {
 	for {
 		c.mu.Lock()
 		ar := c.active[sessionID]
+		stuck := ar != nil && ar.stuck
 		c.mu.Unlock()
 		if ar == nil {
 			return nil
+		}
+		if stuck {
+			return fmt.Errorf("turns: the active root turn %s of session %s is stuck", ar.turnID, sessionID)
 		}
 		select {
 		case <-ar.done:

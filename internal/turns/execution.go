@@ -17,18 +17,22 @@ import (
 // errStartFailed reports a turn whose run could not start.
 var errStartFailed = errors.New("turns: the run could not start")
 
-// errDraining refuses a new execution during shutdown.
-var errDraining = errors.New("turns: host is draining")
+// ErrDraining refuses a new execution during shutdown.
+var ErrDraining = errors.New("turns: host is draining")
 
-// launch installs the active root of admission a and starts its execution.
+// launch installs the active root of admission a and starts its execution:
+// the host residency, the message queue's reservation and run binding,
+// the continuity terminal-publication fence, then the execution goroutine.
 // The caller is inside the session's lane. begun is the session summary
 // when the run was already started in the admission's write (nil: the
-// execution starts it).
-func (c *Coordinator) launch(ctx context.Context, a admission, begun *protocol.SessionSummary) (*activeRoot, error) {
+// execution starts it). A successor (the turn built from a terminal turn's
+// follow-ups) is launched even while draining, so that shutdown stops it
+// like any other active root.
+func (c *Coordinator) launch(ctx context.Context, a admission, begun *protocol.SessionSummary, successor bool) (*activeRoot, error) {
 	c.mu.Lock()
-	if c.draining {
+	if c.draining && !successor {
 		c.mu.Unlock()
-		return nil, errDraining
+		return nil, ErrDraining
 	}
 	runCtx, stop := context.WithCancelCause(c.baseCtx)
 	ar := &activeRoot{
@@ -40,13 +44,17 @@ func (c *Coordinator) launch(ctx context.Context, a admission, begun *protocol.S
 	if c.opts.Residency != nil {
 		ar.resid = c.opts.Residency()
 	}
-	if err := c.opts.Continuity.InstallFence(ctx, a.SessionID, a.TurnID, a.RunID); err != nil {
-		c.mu.Lock()
-		delete(c.active, a.SessionID)
-		c.mu.Unlock()
-		ar.release()
+	err := c.opts.Messages.ReserveRoot(a.SessionID, a.TurnID, a.RunID)
+	if err == nil {
+		ar.reserved = true
+		ar.steering, err = c.opts.Messages.BindRun(a.SessionID, a.TurnID, a.RunID)
+	}
+	if err == nil {
+		err = c.opts.Continuity.InstallFence(ctx, a.SessionID, a.TurnID, a.RunID)
+	}
+	if err != nil {
 		stop(nil)
-		return nil, err
+		return nil, errors.Join(err, c.endOwnership(ar))
 	}
 	c.wg.Add(1)
 	go func() {
@@ -60,6 +68,41 @@ func (ar *activeRoot) release() {
 	if ar.resid != nil {
 		ar.resid.Release()
 	}
+}
+
+// releaseSteering ends the run's steering owner (idempotent).
+func (ar *activeRoot) releaseSteering() {
+	if ar.steering != nil {
+		ar.steering.Release()
+	}
+}
+
+// endOwnership ends an active root that will not reach a terminal
+// transition: its queue reservation is abandoned, its fence lifted, and it
+// is removed with its residency. When the reservation cannot be abandoned
+// without losing accepted messages the root stays, stuck, with its
+// residency, and the host drains.
+func (c *Coordinator) endOwnership(ar *activeRoot) error {
+	ar.releaseSteering()
+	if ar.reserved {
+		if err := c.opts.Messages.AbandonReservation(ar.sessionID, ar.turnID, ar.runID); err != nil {
+			c.markStuck(ar)
+			return err
+		}
+	}
+	c.opts.Continuity.ReleaseFence(ar.sessionID, ar.turnID, ar.runID)
+	c.removeActive(ar)
+	ar.release()
+	return nil
+}
+
+// markStuck keeps ar as its session's active root for good.
+func (c *Coordinator) markStuck(ar *activeRoot) {
+	c.mu.Lock()
+	ar.stuck = true
+	c.mu.Unlock()
+	c.log.Error("root turn keeps accepted messages it cannot hand on; draining", "session", ar.sessionID, "turn", ar.turnID)
+	c.opts.RequestDrain()
 }
 
 // execute runs one turn from its run start to its terminal transition.
@@ -78,11 +121,9 @@ func (c *Coordinator) execute(ctx context.Context, ar *activeRoot, a admission, 
 		c.log.Error("turn could not start", "session", a.SessionID, "turn", a.TurnID, "err", err)
 		ar.startErr = fmt.Errorf("%w: %w", errStartFailed, err)
 		close(ar.started)
-		c.opts.Continuity.ReleaseFence(a.SessionID, a.TurnID, a.RunID)
-		c.mu.Lock()
-		delete(c.active, a.SessionID)
-		c.mu.Unlock()
-		ar.release()
+		if err := c.endOwnership(ar); err != nil {
+			c.log.Error("turn ownership kept after a failed start", "session", a.SessionID, "turn", a.TurnID, "err", err)
+		}
 		ar.doneErr = ar.startErr
 		close(ar.done)
 		c.opts.RequestDrain()
@@ -94,7 +135,8 @@ func (c *Coordinator) execute(ctx context.Context, ar *activeRoot, a admission, 
 		rec.interactions = c.opts.Interactions.BindRun(a.SessionID, a.TurnID, a.RunID)
 		defer rec.interactions.Release()
 	}
-	out := c.runAgent(ctx, rec, a, sum)
+	out := c.runAgent(ctx, rec, a, sum, ar.steering)
+	ar.releaseSteering()
 	if err := c.commitTerminal(rec, a, out); err != nil {
 		// The terminal fact is not durable: the next host's recovery ends
 		// the run failed / app_restarted.
@@ -155,7 +197,7 @@ func (c *Coordinator) changed(sessionID string) {
 }
 
 // runAgent resolves the model and the history and runs the agent loop.
-func (c *Coordinator) runAgent(ctx context.Context, rec *recorder, a admission, sum protocol.SessionSummary) agent.Outcome {
+func (c *Coordinator) runAgent(ctx context.Context, rec *recorder, a admission, sum protocol.SessionSummary, steering RunSteering) agent.Outcome {
 	resolved, err := c.opts.Resolve(ctx, sum.ModelTarget)
 	if err != nil {
 		return agent.Outcome{Status: agent.StatusFailed, StopReason: agent.StopError, FailureClass: "model_unavailable", Message: err.Error()}
@@ -184,6 +226,9 @@ func (c *Coordinator) runAgent(ctx context.Context, rec *recorder, a admission, 
 	}
 	if rec.interactions != nil {
 		turn.Approver = rec.interactions
+	}
+	if steering != nil {
+		turn.Steering = steering
 	}
 	out := agent.Run(ctx, turn, rec)
 	return out
@@ -239,39 +284,118 @@ func terminate(tx *store.Tx, a admission, batch []sessions.RunEvent, eventID str
 	return err
 }
 
-// finishTransition is the terminal transition (domain.md §2.8), in the
-// session's lane: the terminal snapshot is published exactly once, the
-// active root is removed and its residency released.
+// finishTransition ends an execution with the terminal transition
+// (domain.md §2.8) in the session's lane, then reports the execution done.
+// cause is set when the terminal fact could not be written: ownership then
+// ends without a transition.
 func (c *Coordinator) finishTransition(ar *activeRoot, cause error) {
+	ran := false
 	err := c.opts.Gate.Run(context.Background(), ar.sessionID, func(ctx context.Context, _ *lane.Lease) error {
-		if c.opts.Interactions != nil {
-			if err := c.opts.Interactions.CloseRun(ctx, ar.sessionID, ar.runID, ClosureTurnTerminal); err != nil {
-				return err
-			}
-		}
-		if cause == nil {
-			if err := c.opts.Continuity.PublishTerminal(ctx, ar.sessionID, ar.turnID, ar.runID); err != nil {
-				return err
-			}
-		} else {
-			c.opts.Continuity.ReleaseFence(ar.sessionID, ar.turnID, ar.runID)
-		}
-		c.removeActive(ar)
-		return nil
+		ran = true
+		return c.transition(ctx, ar, cause)
 	})
 	if err != nil {
 		if !errors.Is(err, lane.ErrClosed) {
 			c.log.Error("terminal transition failed", "session", ar.sessionID, "turn", ar.turnID, "err", err)
 		}
-		c.opts.Continuity.ReleaseFence(ar.sessionID, ar.turnID, ar.runID)
-		c.removeActive(ar)
+		if !ran {
+			if err := c.endOwnership(ar); err != nil {
+				c.log.Error("turn ownership kept after shutdown", "session", ar.sessionID, "turn", ar.turnID, "err", err)
+			}
+		}
 		if cause == nil {
 			cause = err
 		}
 	}
-	ar.release()
 	ar.doneErr = cause
 	close(ar.done)
+}
+
+// transition is the single atomic cut after a turn's terminal fact: the
+// run's pending interactions are closed; the message queue closes and
+// folds its unpulled steering ahead of its follow-ups; subscribers get the
+// terminal snapshot (exactly once); then either the session goes idle, or
+// exactly one successor turn is admitted from the follow-ups and launched
+// in this turn's place, so that subscribers always see the predecessor's
+// terminal snapshot before the successor.
+func (c *Coordinator) transition(ctx context.Context, ar *activeRoot, cause error) error {
+	if c.opts.Interactions != nil {
+		if err := c.opts.Interactions.CloseRun(ctx, ar.sessionID, ar.runID, ClosureTurnTerminal); err != nil {
+			return errors.Join(err, c.endOwnership(ar))
+		}
+	}
+	if cause != nil {
+		return c.endOwnership(ar)
+	}
+	batch, err := c.opts.Messages.BeginTerminalTransition(ar.sessionID, ar.turnID, ar.runID)
+	if err != nil {
+		return errors.Join(err, c.endOwnership(ar))
+	}
+	if err := c.opts.Continuity.PublishTerminal(ctx, ar.sessionID, ar.turnID, ar.runID); err != nil {
+		// Subscribers miss the terminal cut; the host drains rather than
+		// risk publishing out of order again.
+		c.log.Error("terminal snapshot not published; draining", "session", ar.sessionID, "turn", ar.turnID, "err", err)
+		c.opts.Continuity.ReleaseFence(ar.sessionID, ar.turnID, ar.runID)
+		c.opts.RequestDrain()
+	}
+	if batch.Empty() {
+		if err := c.opts.Messages.CompleteIdle(ar.sessionID, batch); err != nil {
+			c.markStuck(ar)
+			return err
+		}
+		c.removeActive(ar)
+		ar.release()
+		return nil
+	}
+	committed, err := c.admitSuccessor(ctx, ar, batch)
+	if err != nil && !committed {
+		// The follow-ups stay with this turn's transition.
+		c.markStuck(ar)
+		return err
+	}
+	c.removeActive(ar)
+	ar.release()
+	if err != nil {
+		c.opts.RequestDrain()
+	}
+	return err
+}
+
+// admitSuccessor durably admits (and begins, in the same write) the turn
+// built from batch after prev, hands the batch to it in the message queue,
+// and launches it as the session's active root. committed reports whether
+// the batch was handed on.
+func (c *Coordinator) admitSuccessor(ctx context.Context, prev *activeRoot, batch FollowupBatch) (committed bool, err error) {
+	sources, err := encodeSources(batch.Sources)
+	if err != nil {
+		return false, err
+	}
+	a := admission{
+		SessionID: prev.sessionID, TurnID: c.opts.NewID(), RunID: c.opts.NewID(), UserMessageID: c.opts.NewID(),
+		Kind: KindExternalMessage, Content: batch.Content, Sources: sources, AdmittedAt: c.now(),
+	}
+	var sum protocol.SessionSummary
+	err = c.opts.Store.Write(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+		if err := insertAdmission(tx, &a); err != nil {
+			return err
+		}
+		if a.PreviousTurnID != prev.turnID {
+			return fmt.Errorf("turns: session %s chain tip is %q, not the terminal turn %s", a.SessionID, a.PreviousTurnID, prev.turnID)
+		}
+		var err error
+		sum, err = beginTx(tx, a)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("turns: admit the follow-up turn of %s: %w", prev.turnID, err)
+	}
+	if err := c.opts.Messages.CommitNextRoot(a.SessionID, batch, a.TurnID, a.RunID); err != nil {
+		return false, err
+	}
+	if _, err := c.launch(ctx, a, &sum, true); err != nil {
+		return true, fmt.Errorf("turns: launch the follow-up turn %s: %w", a.TurnID, err)
+	}
+	return true, nil
 }
 
 func (c *Coordinator) removeActive(ar *activeRoot) {

@@ -1,0 +1,125 @@
+package messages
+
+import (
+	"context"
+	"errors"
+
+	"github.com/maka-agent/maka/internal/host"
+	"github.com/maka-agent/maka/internal/lane"
+	"github.com/maka-agent/maka/internal/sessions"
+	"github.com/maka-agent/maka/internal/store"
+	"github.com/maka-agent/maka/protocol"
+)
+
+// retractPayload is the identity of a retract.
+type retractPayload struct {
+	SessionID string `json:"sessionId"`
+	RetractID string `json:"retractId"`
+}
+
+// handleRetract serves queue.retract (domain.md §3.8): every queued
+// message of the session (steering and follow-ups, not the ones in flight)
+// is retracted. It is allowed while draining; a retract id never takes a
+// place in the queue.
+func (c *Coordinator) handleRetract(ctx context.Context, call *host.Call) host.Outcome {
+	in := call.Input.(protocol.QueueRetractInput)
+	payload := canonical(retractPayload{in.SessionID, in.RetractID})
+	sameEpoch := in.OriginHostEpoch == c.opts.HostEpoch
+	do := func() host.Outcome {
+		switch {
+		case c.Failed():
+			return authorityFailed()
+		case !sameEpoch:
+			return host.Fail(protocol.ErrOutcomeUnknown, RetractOutcomeUnknown)
+		}
+		var out host.Outcome
+		err := c.opts.Gate.Run(ctx, in.SessionID, func(ctx context.Context, _ *lane.Lease) error {
+			var err error
+			out, err = c.retractInLane(ctx, in, payload)
+			return err
+		})
+		if err != nil {
+			if c.Failed() {
+				return authorityFailed()
+			}
+			c.log.Error("queue retract failed", "session", in.SessionID, "retract", in.RetractID, "err", err)
+			return internalFailure()
+		}
+		return out
+	}
+	if !sameEpoch {
+		return do()
+	}
+	return c.shared(ctx, flightKey{opRetract, in.SessionID, in.RetractID}, payload, RetractIdentityConflict, do)
+}
+
+func (c *Coordinator) retractInLane(ctx context.Context, in protocol.QueueRetractInput, payload string) (host.Outcome, error) {
+	if c.Failed() {
+		return authorityFailed(), nil
+	}
+	r, found, err := c.readReceipt(ctx, opRetract, in.SessionID, in.RetractID)
+	switch {
+	case err != nil:
+		return host.Outcome{}, err
+	case c.Failed():
+		return authorityFailed(), nil
+	case found:
+		return c.replay(protocol.OpQueueRetract, r, payload, RetractIdentityConflict), nil
+	}
+	var sum protocol.SessionSummary
+	err = c.opts.Store.Read(ctx, func(q store.Querier) error {
+		var err error
+		sum, err = sessions.LoadSummary(q, in.SessionID)
+		return err
+	})
+	switch {
+	case errors.Is(err, sessions.ErrSessionNotFound):
+		return host.Fail(protocol.ErrNotFound, MessageSessionNotFound), nil
+	case err != nil:
+		return host.Outcome{}, err
+	case c.Failed():
+		return authorityFailed(), nil
+	case sum.IsArchived || sum.Status == protocol.SessionArchived:
+		return host.Fail(protocol.ErrSessionArchived, MessageSessionArchived), nil
+	}
+	result, refused, err := c.retractQueued(in.SessionID)
+	switch {
+	case err != nil:
+		c.failStop("retract result unencodable", err)
+		return internalFailure(), nil
+	case refused:
+		return host.Fail(protocol.ErrSessionBusy, RetractTooLarge), nil
+	}
+	return c.receiptOutcome(ctx, opRetract, in.SessionID, in.RetractID, payload, host.OK(result)), nil
+}
+
+// retractQueued retracts every queued message of sessionID (none while a
+// terminal transition owns them) unless the result would exceed the
+// protocol's bound (refused).
+func (c *Coordinator) retractQueued(sessionID string) (result any, refused bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := protocol.QueueRetractResult{Retracted: []protocol.RetractedMessageSnapshot{}}
+	st := c.sessions[sessionID]
+	if st != nil {
+		r.QueueRevision = st.revision
+	}
+	if st != nil && st.transition == nil && len(st.steering)+len(st.followups) > 0 {
+		preview := r
+		preview.QueueRevision++
+		for _, list := range [][]*entry{st.steering, st.followups} {
+			for _, e := range list {
+				preview.Retracted = append(preview.Retracted, e.snapshot(protocol.MessageRetracted))
+			}
+		}
+		if over, err := encodedOver(preview, protocol.MessageOperationResultMaxBytes); over || err != nil {
+			return nil, true, err
+		}
+		r.Retracted = c.retractQueuedLocked(st)
+		c.mutatedLocked(sessionID, st)
+		r.QueueRevision = st.revision
+		c.reclaimLocked(sessionID, st)
+	}
+	result, err = finalize(protocol.OpQueueRetract, r)
+	return result, false, err
+}
