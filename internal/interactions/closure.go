@@ -103,6 +103,7 @@ func (c *Coordinator) CloseRun(ctx context.Context, sessionID, runID, reason str
 		rs.closure = reason
 	}
 	reason = rs.closure
+	asked := rs.asked
 	mismatch := rs.sessionID != sessionID
 	if !mismatch && !rs.bound && reason == protocol.InteractionClosureTurnTerminal {
 		delete(c.runs, runID)
@@ -110,6 +111,9 @@ func (c *Coordinator) CloseRun(ctx context.Context, sessionID, runID, reason str
 	c.mu.Unlock()
 	if mismatch {
 		return c.poison(fmt.Errorf("interactions: run %s of session %s closed in session %s", runID, rs.sessionID, sessionID))
+	}
+	if !asked {
+		return nil
 	}
 	var pending []record
 	if err := c.opts.Store.Read(context.WithoutCancel(ctx), func(q store.Querier) error {

@@ -103,6 +103,10 @@ type runState struct {
 	// remembered holds the allow remembered for the rest of the turn per
 	// scope key.
 	remembered map[string]protocol.InteractionCanonicalOutcome
+	// asked is set before the run's first pending request is written: a
+	// run that never asked has nothing to close (requests of earlier
+	// epochs were closed by recovery).
+	asked bool
 }
 
 // waiter is a runtime call waiting for the outcome of one interaction.

@@ -206,6 +206,9 @@ func (c *Coordinator) admit(ctx context.Context, rs *runState, wire protocol.Int
 	if size, err := protocol.EncodedSize(projection(append(pending, rec))); err != nil || size > PendingProjectionMaxBytes {
 		return nil, nil, errors.Join(ErrCapacityExceeded, err)
 	}
+	c.mu.Lock()
+	rs.asked = true
+	c.mu.Unlock()
 	err := c.opts.Store.Write(writeCtx, func(tx *store.Tx) error {
 		if err := insertRecord(tx, rec); err != nil {
 			return err

@@ -214,6 +214,25 @@ func (c *Coordinator) handleStart(ctx context.Context, call *host.Call) host.Out
 		fail   *host.Outcome
 	)
 	err := c.opts.Gate.Run(ctx, in.SessionID, func(ctx context.Context, _ *lane.Lease) error {
+		if !c.ActiveRoot(in.SessionID) {
+			// The common case, a fresh turn of an idle session: checked,
+			// admitted and started in one durable write.
+			a, sum, err := c.admitFresh(ctx, in)
+			switch {
+			case err == nil:
+				ar, err = c.launch(ctx, a, &sum, false)
+				return err
+			case errors.Is(err, sessions.ErrSessionNotFound):
+				fail = ptr(host.Fail(protocol.ErrNotFound, MessageSessionNotFound))
+				return nil
+			case errors.Is(err, errArchived):
+				fail = ptr(host.Fail(protocol.ErrSessionArchived, MessageSessionArchived))
+				return nil
+			case !errors.Is(err, errAdmitted):
+				c.opts.RequestDrain() // the admission chain is uncertain
+				return err
+			}
+		}
 		var a admission
 		var found bool
 		var sum protocol.SessionSummary
@@ -242,35 +261,14 @@ func (c *Coordinator) handleStart(ctx context.Context, call *host.Call) host.Out
 				return nil
 			}
 		} else {
+			// Not admitted, and the session has an active root (an idle
+			// session took the fresh path above).
 			if sum.IsArchived || sum.Status == protocol.SessionArchived {
 				fail = ptr(host.Fail(protocol.ErrSessionArchived, MessageSessionArchived))
 				return nil
 			}
-			if c.ActiveRoot(in.SessionID) {
-				fail = ptr(host.Fail(protocol.ErrSessionBusy, MessageSessionBusy))
-				return nil
-			}
-			// A fresh turn is admitted and its run started in one durable
-			// write, so turn.start costs one fsync before it answers.
-			a = admission{
-				SessionID: in.SessionID, TurnID: in.TurnID, RunID: c.opts.NewID(), UserMessageID: c.opts.NewID(),
-				Kind: KindExternalMessage, Content: in.Content, AdmittedAt: c.now(),
-			}
-			var sum protocol.SessionSummary
-			err := c.opts.Store.Write(ctx, func(tx *store.Tx) error {
-				if err := insertAdmission(tx, &a); err != nil {
-					return err
-				}
-				var err error
-				sum, err = beginTx(tx, a)
-				return err
-			})
-			if err != nil {
-				c.opts.RequestDrain() // the admission chain is uncertain
-				return err
-			}
-			ar, err = c.launch(ctx, a, &sum, false)
-			return err
+			fail = ptr(host.Fail(protocol.ErrSessionBusy, MessageSessionBusy))
+			return nil
 		}
 		var o *host.Outcome
 		ar, result, o, err = c.prepare(ctx, a)
@@ -290,6 +288,46 @@ func (c *Coordinator) handleStart(ctx context.Context, call *host.Call) host.Out
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Refusals of admitFresh.
+var (
+	errAdmitted = errors.New("turns: the turn is already admitted")
+	errArchived = errors.New("turns: the session is archived")
+)
+
+// admitFresh admits a new turn of an idle session and starts its run in
+// one durable write: errAdmitted when (sessionId, turnId) is already
+// admitted (the caller answers it as a retry), sessions.ErrSessionNotFound
+// or errArchived when the session cannot take a turn. Nothing is written
+// on a refusal.
+func (c *Coordinator) admitFresh(ctx context.Context, in protocol.TurnStartInput) (admission, protocol.SessionSummary, error) {
+	a := admission{
+		SessionID: in.SessionID, TurnID: in.TurnID, RunID: c.opts.NewID(), UserMessageID: c.opts.NewID(),
+		Kind: KindExternalMessage, Content: in.Content, AdmittedAt: c.now(),
+	}
+	var sum protocol.SessionSummary
+	err := c.opts.Store.Write(ctx, func(tx *store.Tx) error {
+		var n int
+		if err := tx.QueryRow(`SELECT COUNT(*) FROM turn_admissions WHERE session_id = ? AND turn_id = ?`, in.SessionID, in.TurnID).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return errAdmitted
+		}
+		var err error
+		if sum, err = sessions.LoadSummary(tx, in.SessionID); err != nil {
+			return err
+		}
+		if sum.IsArchived || sum.Status == protocol.SessionArchived {
+			return errArchived
+		}
+		if err := insertAdmission(tx, &a); err != nil {
+			return err
+		}
+		return beginRun(tx, a)
+	})
+	return a, sum, err
+}
 
 // prepare continues a turn.start with its durable admission, inside the
 // session's lane: a finished turn answers its terminal snapshot, a running

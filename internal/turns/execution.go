@@ -173,20 +173,26 @@ func beginTx(tx *store.Tx, a admission) (protocol.SessionSummary, error) {
 	if err != nil {
 		return sum, err
 	}
+	return sum, beginRun(tx, a)
+}
+
+// beginRun writes the run header (running), the user message (the run's
+// event 1) and the session's running status inside tx.
+func beginRun(tx *store.Tx, a admission) error {
 	user, err := sessions.NewRunEvent(1, a.AdmittedAt, sessions.EventUserMessage,
 		sessions.MessagePayload{TurnID: a.TurnID, MessageID: a.UserMessageID, Text: a.Content.Text})
 	if err != nil {
-		return sum, err
+		return err
 	}
 	if _, err := tx.Exec(`INSERT INTO runs (run_id, session_id, turn_id, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
 		a.RunID, a.SessionID, a.TurnID, string(protocol.TurnRunning), a.AdmittedAt, a.AdmittedAt); err != nil {
-		return sum, err
+		return err
 	}
 	if _, err := sessions.AppendRunEventsTx(tx, a.SessionID, a.RunID, []sessions.RunEvent{user}); err != nil {
-		return sum, err
+		return err
 	}
 	_, err = sessions.SetSessionStatus(tx, a.SessionID, protocol.SessionRunning)
-	return sum, err
+	return err
 }
 
 // changed republishes the session after a durable change.
