@@ -185,8 +185,9 @@ func expectedStream(n int) string {
 	return sb.String()
 }
 
-// BenchmarkStreamFanout runs 100 sessions whose turns stream 100 deltas/s
-// each (10,000 deltas/s in total) for 3 s to 3 subscribers per session
+// BenchmarkStreamFanout runs 100 sessions whose turns stream a delta every
+// 7 ms each (over 10,000 deltas/s in total) for about 4 s to 3
+// subscribers per session
 // (300 subscriptions over 21 connections). Every subscriber must receive
 // every delta of its session, in order, with gapless sequences and no
 // eviction. It reports the deltas delivered per second and the peak Go
@@ -196,8 +197,8 @@ func BenchmarkStreamFanout(b *testing.B) {
 		sessionsN   = 100
 		subscribers = 3
 		perConn     = 15
-		deltas      = 300
-		intervalMs  = 10
+		deltas      = 400
+		intervalMs  = 7
 	)
 	c := startDomainHost(b, domain.Options{Script: mustScript(b, streamScript(deltas, intervalMs))})
 	want := expectedStream(deltas)
