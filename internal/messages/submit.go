@@ -3,6 +3,7 @@ package messages
 import (
 	"context"
 	"errors"
+	"github.com/maka-agent/maka/internal/failpoint"
 
 	"github.com/maka-agent/maka/internal/host"
 	"github.com/maka-agent/maka/internal/lane"
@@ -215,5 +216,6 @@ func (c *Coordinator) enqueue(ctx context.Context, in protocol.TurnMessageSubmit
 		c.failStop("submit result unencodable", err)
 		return internalFailure(), nil
 	}
+	failpoint.Hit(failpoint.MessageAccepted)
 	return c.receiptOutcome(ctx, opSubmit, in.SessionID, in.MessageID, payload, host.OK(result)), nil
 }

@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/maka-agent/maka/internal/failpoint"
 	"log/slog"
 	"sync"
 	"time"
@@ -220,6 +221,7 @@ func (c *Coordinator) handleStart(ctx context.Context, call *host.Call) host.Out
 			a, sum, err := c.admitFresh(ctx, in)
 			switch {
 			case err == nil:
+				failpoint.Hit(failpoint.TurnAdmitted)
 				ar, err = c.launch(ctx, a, &sum, false)
 				return err
 			case errors.Is(err, sessions.ErrSessionNotFound):

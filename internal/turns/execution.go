@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/maka-agent/maka/internal/failpoint"
 	"path/filepath"
 
 	"github.com/maka-agent/maka/internal/agent"
@@ -145,6 +146,7 @@ func (c *Coordinator) execute(ctx context.Context, ar *activeRoot, a admission, 
 		c.finishTransition(ar, err)
 		return
 	}
+	failpoint.Hit(failpoint.TurnTerminal)
 	// The terminal transition publishes the new projection, the session's
 	// status included.
 	c.finishTransition(ar, nil)

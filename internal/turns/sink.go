@@ -3,6 +3,7 @@ package turns
 import (
 	"context"
 	"errors"
+	"github.com/maka-agent/maka/internal/failpoint"
 	"sync"
 	"time"
 
@@ -52,6 +53,7 @@ func (r *recorder) Emit(ctx context.Context, ev agent.Event) error {
 			typ = sessions.EventThinkingDelta
 		}
 		r.publish(continuity.Event{Type: ev.Type, TurnID: r.a.TurnID, MessageID: ev.MessageID, Text: ev.Text})
+		failpoint.Hit(failpoint.TurnStreaming)
 		return r.buffer(ctx, ev.TS, typ, sessions.MessagePayload{TurnID: r.a.TurnID, MessageID: ev.MessageID, Text: ev.Text})
 	case agent.TextComplete:
 		return r.buffer(ctx, ev.TS, sessions.EventTextComplete, sessions.MessagePayload{TurnID: r.a.TurnID, MessageID: ev.MessageID, Text: ev.Text})
@@ -71,6 +73,7 @@ func (r *recorder) Emit(ctx context.Context, ev agent.Event) error {
 		}); err != nil {
 			return err
 		}
+		failpoint.Hit(failpoint.ToolStarted)
 		r.publishTool(ev, protocol.SessionToolEvent{ToolName: ev.ToolName, ActivityKind: ev.ActivityKind, StepID: ev.StepID})
 	case agent.ToolOutputDelta:
 		r.publishTool(ev, protocol.SessionToolEvent{Seq: ev.Seq, Stream: ev.Stream, Chunk: ev.Chunk, CreatedAt: ev.TS})
@@ -91,6 +94,7 @@ func (r *recorder) Emit(ctx context.Context, ev agent.Event) error {
 		if err := r.write(ctx, ev.TS, sessions.EventToolCallFinished, p); err != nil {
 			return err
 		}
+		failpoint.Hit(failpoint.ToolFinished)
 		r.publishTool(ev, protocol.SessionToolEvent{Status: status, DurationMs: &d})
 	case agent.TokenUsage:
 		if ev.Usage != nil {
