@@ -1,0 +1,109 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/maka-agent/maka/client"
+	"github.com/maka-agent/maka/protocol"
+)
+
+// Backend is what the terminal UI uses of a Runtime Host connection.
+// *client.Conn provides it through ConnBackend; tests use a fake.
+type Backend interface {
+	// HostEpoch is the epoch of the host the backend talks to.
+	HostEpoch() string
+	// Done is closed when the connection has ended.
+	Done() <-chan struct{}
+	// Err says why the connection ended, once Done is closed.
+	Err() error
+
+	QuerySessions(ctx context.Context, in protocol.SessionCatalogQueryInput) (protocol.SessionCatalogQueryResult, error)
+	CreateSession(ctx context.Context, in protocol.SessionCreateInput) (protocol.SessionSummary, error)
+	TranscriptPage(ctx context.Context, in protocol.SessionTranscriptPageInput) (protocol.SessionTranscriptPage, error)
+
+	StartTurn(ctx context.Context, in protocol.TurnStartInput) (protocol.TurnSnapshot, error)
+	StopTurn(ctx context.Context, in protocol.TurnStopInput) (protocol.TurnSnapshot, error)
+	SubmitMessage(ctx context.Context, in protocol.TurnMessageSubmitInput) (protocol.TurnMessageSubmitResult, error)
+	AnswerInteraction(ctx context.Context, in protocol.InteractionAnswerInput) (protocol.InteractionAnsweredSnapshot, error)
+
+	// Subscribe opens the live subscription of a session.
+	Subscribe(ctx context.Context, sessionID string) (Stream, error)
+}
+
+// Stream is an open session subscription.
+type Stream interface {
+	// Snapshot is the session projection at the time of opening.
+	Snapshot() protocol.SessionContinuitySnapshot
+	// Next returns the next frame: protocol.ProjectionFrame, DeltaFrame,
+	// EventFrame or ClosedFrame; io.EOF once the subscription has ended.
+	Next(ctx context.Context) (any, error)
+	// Close ends the subscription.
+	Close(ctx context.Context) error
+}
+
+// ConnBackend adapts an accepted host connection to a Backend.
+func ConnBackend(c *client.Conn) Backend { return connBackend{c} }
+
+type connBackend struct{ c *client.Conn }
+
+func (b connBackend) HostEpoch() string     { return b.c.HostEpoch() }
+func (b connBackend) Done() <-chan struct{} { return b.c.Done() }
+func (b connBackend) Err() error            { return b.c.Err() }
+
+func (b connBackend) QuerySessions(ctx context.Context, in protocol.SessionCatalogQueryInput) (protocol.SessionCatalogQueryResult, error) {
+	return call[protocol.SessionCatalogQueryResult](ctx, b.c, protocol.OpSessionCatalogQuery, in)
+}
+
+func (b connBackend) CreateSession(ctx context.Context, in protocol.SessionCreateInput) (protocol.SessionSummary, error) {
+	return call[protocol.SessionSummary](ctx, b.c, protocol.OpSessionCreate, in)
+}
+
+func (b connBackend) TranscriptPage(ctx context.Context, in protocol.SessionTranscriptPageInput) (protocol.SessionTranscriptPage, error) {
+	return call[protocol.SessionTranscriptPage](ctx, b.c, protocol.OpSessionTranscriptPage, in)
+}
+
+func (b connBackend) StartTurn(ctx context.Context, in protocol.TurnStartInput) (protocol.TurnSnapshot, error) {
+	return b.c.StartTurn(ctx, in)
+}
+
+func (b connBackend) StopTurn(ctx context.Context, in protocol.TurnStopInput) (protocol.TurnSnapshot, error) {
+	return b.c.StopTurn(ctx, in)
+}
+
+func (b connBackend) SubmitMessage(ctx context.Context, in protocol.TurnMessageSubmitInput) (protocol.TurnMessageSubmitResult, error) {
+	return b.c.SubmitMessage(ctx, in)
+}
+
+func (b connBackend) AnswerInteraction(ctx context.Context, in protocol.InteractionAnswerInput) (protocol.InteractionAnsweredSnapshot, error) {
+	return b.c.AnswerInteraction(ctx, in)
+}
+
+func (b connBackend) Subscribe(ctx context.Context, sessionID string) (Stream, error) {
+	s, err := b.c.OpenSubscription(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return subscription{s}, nil
+}
+
+type subscription struct{ s *client.Subscription }
+
+func (s subscription) Snapshot() protocol.SessionContinuitySnapshot { return s.s.Open.Snapshot }
+func (s subscription) Next(ctx context.Context) (any, error)        { return s.s.Next(ctx) }
+func (s subscription) Close(ctx context.Context) error              { return s.s.Close(ctx) }
+
+// call invokes an operation without a typed client method and checks the
+// result type.
+func call[T any](ctx context.Context, c *client.Conn, op protocol.Operation, in any) (T, error) {
+	var zero T
+	res, err := c.Call(ctx, op, in)
+	if err != nil {
+		return zero, err
+	}
+	out, ok := res.(T)
+	if !ok {
+		return zero, fmt.Errorf("%s: unexpected result type %T", op, res)
+	}
+	return out, nil
+}

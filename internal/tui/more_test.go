@@ -1,0 +1,190 @@
+package tui
+
+import (
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/maka-agent/maka/protocol"
+)
+
+// TestAnotherClientsTurnIsShownLive attaches to an idle session in which
+// another client then starts a turn: the new turn's user message comes from
+// the transcript, its streamed text from the subscription, and a reload in
+// the middle of the turn keeps what was streamed but not yet recorded.
+func TestAnotherClientsTurnIsShownLive(t *testing.T) {
+	be := newFakeBackend()
+	be.addSession(summary("s1", "shared"), snapshot("s1", 1, turn("s1", "t1", protocol.TurnCompleted)))
+	be.setTranscript("s1", []protocol.TranscriptMessage{userMsg("u1", "t1", "old question"), assistantMsg("a1", "t1", "old answer")})
+	h := newHarness(t, be, Options{ResumeSessionID: "s1"})
+	h.attached()
+
+	be.setTranscript("s1", []protocol.TranscriptMessage{
+		userMsg("u1", "t1", "old question"), assistantMsg("a1", "t1", "old answer"), userMsg("u2", "t2", "their question"),
+	})
+	now := snapshot("s1", 2, turn("s1", "t2", protocol.TurnRunning))
+	be.mu.Lock()
+	be.snapshots["s1"] = now
+	be.mu.Unlock()
+	h.push(projection(now))
+	h.push(delta(protocol.DeltaText, "t2", "a2", "their "), delta(protocol.DeltaText, "t2", "a2", "answer"))
+	if got, want := kinds(h.m.entries), []string{"user:u1", "assistant:a1", "user:u2", "assistant:a2"}; !slices.Equal(got, want) {
+		t.Fatalf("entries %v, want %v", got, want)
+	}
+	// A reload while the turn runs (here: the subscription is re-opened)
+	// keeps the streamed text the record does not hold yet.
+	h.m.stream.(*fakeStream).Close(h.ctx)
+	h.until("the re-opened subscription", func() bool {
+		return h.m.stream != nil && !h.m.stream.(*fakeStream).isClosed() && !h.m.loading
+	})
+	if got, want := kinds(h.m.entries), []string{"user:u1", "assistant:a1", "user:u2", "assistant:a2"}; !slices.Equal(got, want) {
+		t.Fatalf("entries after the reload %v, want %v", got, want)
+	}
+	if got := h.m.entries[3].text; got != "their answer" {
+		t.Fatalf("streamed text after the reload %q", got)
+	}
+}
+
+func TestMergeLive(t *testing.T) {
+	live := func(kind entryKind, id, turnID, text string) *entry {
+		return &entry{kind: kind, id: id, turnID: turnID, text: text, live: true}
+	}
+	tests := []struct {
+		name    string
+		loaded  []*entry
+		current []*entry
+		active  map[string]bool
+		want    []string // key=text
+	}{
+		{
+			name:    "finished turn: the record wins",
+			loaded:  []*entry{{kind: entryAssistant, id: "a", turnID: "t", text: "full"}},
+			current: []*entry{live(entryAssistant, "a", "t", "partial"), live(entryAssistant, "b", "t", "stray")},
+			want:    []string{"assistant:a=full"},
+		},
+		{
+			name:    "running turn keeps the longer live text and unrecorded entries",
+			loaded:  []*entry{{kind: entryAssistant, id: "a", turnID: "t", text: "par"}},
+			current: []*entry{live(entryAssistant, "a", "t", "partial"), live(entryThinking, "b", "t", "hmm")},
+			active:  map[string]bool{"t": true},
+			want:    []string{"assistant:a=partial", "thinking:b=hmm"},
+		},
+		{
+			name:    "the local user message gives way to the recorded one",
+			loaded:  []*entry{{kind: entryUser, id: "u", turnID: "t", text: "hi"}},
+			current: []*entry{{kind: entryUser, id: "local-t", turnID: "t", text: "hi", live: true, local: true}},
+			active:  map[string]bool{"t": true},
+			want:    []string{"user:u=hi"},
+		},
+		{
+			name:    "the local user message stays until recorded",
+			current: []*entry{{kind: entryUser, id: "local-t", turnID: "t", text: "hi", live: true, local: true}},
+			active:  map[string]bool{"t": true},
+			want:    []string{"user:local-t=hi"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, e := range mergeLive(tc.loaded, tc.current, tc.active) {
+				got = append(got, e.key()+"="+e.text)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestConnectionLossEndsTheProgram(t *testing.T) {
+	be := newFakeBackend()
+	h := newHarness(t, be, Options{Workspace: "/w"})
+	close(be.done)
+	h.until("the program to quit", func() bool { return h.m.quitting })
+	if h.m.fatal == nil || !strings.Contains(h.m.fatal.Error(), "connection lost") {
+		t.Fatalf("fatal %v", h.m.fatal)
+	}
+}
+
+func TestEditor(t *testing.T) {
+	type step struct {
+		key  tea.KeyMsg
+		want string // value, with | at the cursor
+	}
+	runes := func(s string) tea.KeyMsg { return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(s)} }
+	k := func(t tea.KeyType) tea.KeyMsg { return tea.KeyMsg{Type: t} }
+	steps := []step{
+		{runes("hello"), "hello|"},
+		{k(tea.KeySpace), "hello |"},
+		{runes("wörld"), "hello wörld|"},
+		{k(tea.KeyCtrlW), "hello |"},
+		{k(tea.KeyCtrlJ), "hello \n|"},
+		{runes("two\tx"), "hello \ntwo    x|"},
+		{k(tea.KeyUp), "hello |\ntwo    x"},
+		{k(tea.KeyHome), "|hello \ntwo    x"},
+		{k(tea.KeyDelete), "|ello \ntwo    x"},
+		{k(tea.KeyDown), "ello \n|two    x"},
+		{k(tea.KeyCtrlK), "ello \n|"},
+		{k(tea.KeyBackspace), "ello |"},
+		{runes("a\r\nb\rc"), "ello a\nb\nc|"},
+		{k(tea.KeyCtrlU), "ello a\nb\n|"},
+		{tea.KeyMsg{Type: tea.KeyLeft, Alt: false}, "ello a\nb|\n"},
+	}
+	e := newLook(io.Discard, "").newInput()
+	for i, s := range steps {
+		e.Update(s.key)
+		got := string(e.value[:e.pos]) + "|" + string(e.value[e.pos:])
+		if got != s.want {
+			t.Fatalf("step %d (%v): %q, want %q", i, s.key, got, s.want)
+		}
+	}
+}
+
+func TestEditorViewWrapsAndScrollsToTheCursor(t *testing.T) {
+	e := newLook(io.Discard, "").newInput()
+	e.SetWidth(12) // the prompt, 9 columns of text and room for the cursor
+	e.SetValue("abcdefghijklmnopqrstuvwxyz0123456789")
+	// Four full lines and the cursor's: the last three are shown.
+	want := []string{"> stuvwxyz0", "  123456789", "   "}
+	if got := strings.Split(e.View(), "\n"); !slices.Equal(got, want) {
+		t.Fatalf("view %q, want %q", got, want)
+	}
+	e.Update(tea.KeyMsg{Type: tea.KeyCtrlA})
+	want = []string{"> abcdefghi", "  jklmnopqr", "  stuvwxyz0"}
+	if got := strings.Split(e.View(), "\n"); !slices.Equal(got, want) {
+		t.Fatalf("view at the start %q, want %q", got, want)
+	}
+	e.Reset()
+	if got := e.View(); !strings.HasPrefix(got, ">  Message") {
+		t.Fatalf("no placeholder: %q", got)
+	}
+}
+
+func TestSanitize(t *testing.T) {
+	tests := map[string]string{
+		"plain\ntext":                    "plain\ntext",
+		"\x1b[31mred\x1b[0m":             "red",
+		"progress 10%\rprogress 100%\n":  "progress 100%\n",
+		"tab\there":                      "tab    here",
+		"bell\x07 and \x1b]0;title\x07.": "bell and .",
+	}
+	for in, want := range tests {
+		if got := sanitize(in); got != want {
+			t.Errorf("sanitize(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestAnswerFailureShowsThePromptAgain(t *testing.T) {
+	h, _ := running(t)
+	h.push(waiting(permission("i1", false)))
+	h.m.answered["i1"] = true // as if answered; the host refused it
+	h.send(answeredMsg{gen: h.m.gen, interactionID: "i1", err: errors.New("conflict")})
+	if h.m.prompt == nil || h.m.prompt.it.InteractionID != "i1" || !h.m.noticeErr {
+		t.Fatalf("prompt %v notice %q", h.m.prompt, h.m.notice)
+	}
+}

@@ -1,0 +1,355 @@
+package tui
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/lipgloss"
+
+	"github.com/maka-agent/maka/protocol"
+)
+
+// Bounds of what one screen shows.
+const (
+	maxThinkingLines   = 8
+	maxToolOutputLines = 6
+	maxQueueLines      = 3
+	maxCardLines       = 12
+	inputHeight        = 3
+)
+
+// refresh lays the screen out and re-renders the transcript after an
+// update.
+func (m *model) refresh() {
+	m.input.SetWidth(m.width)
+	m.vp.Width = m.width
+	m.queueText, m.cardText = m.queueView(), m.cardView()
+	used := 2 + inputHeight + 1 // status, notice/hints, input and its rule
+	if m.queueText != "" {
+		used += lipgloss.Height(m.queueText)
+	}
+	if m.cardText != "" {
+		used += lipgloss.Height(m.cardText)
+	}
+	m.vp.Height = max(m.height-used, 1)
+	if content, changed := m.transcriptView(); changed {
+		m.vp.SetContent(content)
+	}
+	if m.follow {
+		m.vp.GotoBottom()
+	}
+}
+
+// layout sizes the components before the first update.
+func (m *model) layout() { m.refresh() }
+
+// View renders the screen.
+func (m *model) View() string {
+	parts := []string{m.statusView()}
+	if m.list.open {
+		parts = append(parts, m.listView(m.height-2))
+	} else {
+		parts = append(parts, m.vp.View())
+		if m.queueText != "" {
+			parts = append(parts, m.queueText)
+		}
+		if m.cardText != "" {
+			parts = append(parts, m.cardText)
+		}
+		parts = append(parts, m.look.hint.Render(strings.Repeat("─", m.width)), m.input.View())
+	}
+	parts = append(parts, m.footerView())
+	return strings.Join(parts, "\n")
+}
+
+// transcriptView renders every entry, and reports whether the result
+// differs from the last one (entries are re-rendered only when changed).
+func (m *model) transcriptView() (string, bool) {
+	if len(m.entries) == 0 {
+		var p string
+		switch {
+		case m.session == nil && m.creating:
+			p = "  creating a session…"
+		case m.session == nil:
+			p = "  New session in " + m.opts.Workspace + ": type a message to start."
+		case m.attaching || m.loading:
+			p = "  loading…"
+		default:
+			p = "  (no messages yet)"
+		}
+		p = m.look.hint.Render(p)
+		changed := p != m.joined || m.joinedOf != nil
+		m.joined, m.joinedOf = p, nil
+		return p, changed
+	}
+	same := m.joinedWidth == m.width && len(m.joinedOf) == len(m.entries)
+	for i := 0; same && i < len(m.entries); i++ {
+		same = m.entries[i] == m.joinedOf[i] && !m.entries[i].dirty
+	}
+	if same {
+		return m.joined, false
+	}
+	var b strings.Builder
+	for i, e := range m.entries {
+		if i > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString(m.renderEntry(e))
+	}
+	m.joined, m.joinedOf, m.joinedWidth = b.String(), slices.Clone(m.entries), m.width
+	return m.joined, true
+}
+
+func (m *model) renderEntry(e *entry) string {
+	w := m.width
+	if !e.dirty && e.renderedWidth == w {
+		return e.rendered
+	}
+	l := m.look
+	var s string
+	switch e.kind {
+	case entryUser:
+		s = indentLines(l.r.NewStyle().Width(max(w-2, 10)).Render(sanitize(e.text)), l.user.Render("› "), "  ")
+	case entryAssistant:
+		if e.live {
+			s = l.wrap(e.text, w, "  ")
+		} else {
+			s = l.markdown(e.text, w)
+		}
+	case entryThinking:
+		body := l.wrap(e.text, w, "  ")
+		lines := strings.Split(body, "\n")
+		if len(lines) > maxThinkingLines {
+			lines = append([]string{"  …"}, lines[len(lines)-maxThinkingLines:]...)
+		}
+		s = l.thinking.Render("  ∴ thinking") + "\n" + l.thinking.Render(strings.Join(lines, "\n"))
+	case entryTool:
+		s = m.toolView(e.tool, w)
+	}
+	e.rendered, e.renderedWidth, e.dirty = s, w, false
+	return s
+}
+
+// toolView renders a tool card: name, argument summary, status and the
+// tail of its output.
+func (m *model) toolView(t *toolCard, w int) string {
+	l := m.look
+	head := l.toolName.Render("⚙ " + t.name)
+	if t.args != "" {
+		head += " " + l.toolArgs.Render(t.args)
+	}
+	var badge string
+	switch t.status {
+	case protocol.TranscriptToolCompleted:
+		badge = l.toolOK.Render("✓ completed")
+	case protocol.TranscriptToolErrored:
+		badge = l.toolErr.Render("✗ errored")
+	case toolRunning:
+		badge = l.toolRun.Render("… running")
+		if t.waiting {
+			badge = l.toolRun.Render("? awaiting approval")
+		}
+	default:
+		badge = l.dim.Render("? " + t.status)
+	}
+	inner := max(w-4, 10)
+	lines := []string{l.r.NewStyle().MaxWidth(inner).Render(head + "  " + badge)}
+	if t.progress != "" {
+		lines = append(lines, l.dim.MaxWidth(inner).Render(firstLine(sanitize(t.progress))))
+	}
+	if out := strings.TrimRight(sanitize(t.output), "\n"); out != "" {
+		ol := strings.Split(out, "\n")
+		if len(ol) > maxToolOutputLines {
+			ol = ol[len(ol)-maxToolOutputLines:]
+			lines = append(lines, l.dim.Render("…"))
+		} else if t.truncated {
+			lines = append(lines, l.dim.Render("…"))
+		}
+		for _, o := range ol {
+			lines = append(lines, l.dim.MaxWidth(inner).Render(o))
+		}
+	}
+	return l.toolBox.Width(w - 2).Render(strings.Join(lines, "\n"))
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// statusView is the top line: host epoch, session, model target, session
+// and turn status, queue length and the send mode.
+func (m *model) statusView() string {
+	parts := []string{"maka", "host " + short(m.be.HostEpoch())}
+	s := m.session
+	if s != nil {
+		name := s.Name
+		if name == "" {
+			name = short(s.SessionID)
+		}
+		parts = append(parts, name)
+	} else {
+		parts = append(parts, "new session")
+	}
+	rt := m.rootTurn()
+	if s != nil && (rt == nil || string(s.Status) != string(rt.Status)) {
+		parts = append(parts, "session "+string(s.Status))
+	}
+	if rt != nil {
+		parts = append(parts, "turn "+string(rt.Status))
+	} else if m.startingTurn != "" {
+		parts = append(parts, "turn starting")
+	}
+	parts = append(parts, fmt.Sprintf("queue %d", m.queueLen()))
+	if m.turnActive() {
+		if m.followUp {
+			parts = append(parts, "mode follow-up")
+		} else {
+			parts = append(parts, "mode steer")
+		}
+	}
+	if s != nil {
+		parts = append(parts, "model "+modelTarget(s.ModelTarget))
+	}
+	line := truncateWidth(" "+strings.Join(parts, " · "), m.width)
+	return m.look.status.Width(m.width).Render(line)
+}
+
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+func modelTarget(t protocol.ModelTarget) string {
+	if t.Kind == protocol.ModelTargetExplicit {
+		return t.ConnectionSlug + "/" + t.Model
+	}
+	return "default"
+}
+
+func (m *model) queueLen() int {
+	if m.snap == nil {
+		return 0
+	}
+	return len(m.snap.Queue.Steering) + len(m.snap.Queue.Followup)
+}
+
+// queueView lists the queued steering and follow-up messages.
+func (m *model) queueView() string {
+	if m.snap == nil || m.queueLen() == 0 {
+		return ""
+	}
+	var lines []string
+	add := func(label string, e protocol.MessageQueueEntrySnapshot) {
+		l := label + firstLine(sanitize(e.Content.Text))
+		if e.State == protocol.MessageInFlight {
+			l += " (delivering)"
+		}
+		lines = append(lines, m.look.queue.MaxWidth(m.width).Render(l))
+	}
+	for _, e := range m.snap.Queue.Steering {
+		add("  ↳ steer: ", e)
+	}
+	for _, e := range m.snap.Queue.Followup {
+		add("  ⏭ next turn: ", e)
+	}
+	if len(lines) > maxQueueLines {
+		more := len(lines) - maxQueueLines
+		lines = append(lines[:maxQueueLines], m.look.queue.Render(fmt.Sprintf("  … %d more", more)))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// cardView renders the pending prompt as a card.
+func (m *model) cardView() string {
+	if m.prompt == nil {
+		return ""
+	}
+	title, lines, keys := m.promptLines()
+	inner := max(m.width-4, 10)
+	body := m.look.r.NewStyle().Width(inner).Render(sanitize(strings.Join(lines, "\n")))
+	bl := strings.Split(body, "\n")
+	if len(bl) > maxCardLines {
+		bl = append(bl[:maxCardLines-1], "…")
+	}
+	content := m.look.cardTitle.Render(title) + "\n" + strings.Join(bl, "\n") + "\n" + m.look.info.Render(keys)
+	return m.look.card.Width(m.width - 2).Render(content)
+}
+
+// footerView is the notice, or the key hints of the current state.
+func (m *model) footerView() string {
+	if m.notice != "" {
+		st := m.look.info
+		if m.noticeErr {
+			st = m.look.errText
+		}
+		return st.MaxWidth(m.width).Render(" " + firstLine(m.notice))
+	}
+	var h string
+	switch {
+	case m.list.open:
+		h = "↑/↓ move · enter open · n new · r reload · esc back · q quit"
+	case m.prompt != nil:
+		h = "answer the prompt · esc stop the turn · ctrl+d quit"
+	case m.turnActive():
+		mode := "steer"
+		if m.followUp {
+			mode = "follow-up"
+		}
+		h = "enter " + mode + " · tab steer/follow-up · esc stop · ctrl+s sessions · pgup/pgdn scroll"
+	default:
+		h = "enter send · ctrl+j newline · ctrl+n new · ctrl+s sessions · ctrl+d quit"
+	}
+	return m.look.hint.MaxWidth(m.width).Render(" " + h)
+}
+
+// listView renders the session picker in height lines.
+func (m *model) listView(height int) string {
+	l := &m.list
+	title := "Sessions"
+	if m.opts.RootPath != "" {
+		title += " — " + m.opts.RootPath
+	}
+	lines := []string{m.look.listTitle.Render(" " + title)}
+	switch {
+	case l.loading && len(l.sessions) == 0:
+		lines = append(lines, m.look.hint.Render("  loading…"))
+	case l.err != nil:
+		lines = append(lines, m.look.errText.Render("  "+l.err.Error()))
+	case len(l.sessions) == 0:
+		lines = append(lines, m.look.hint.Render("  no sessions yet: press n to start one"))
+	}
+	rows := max(height-len(lines), 1)
+	first := 0
+	if l.cursor >= rows {
+		first = l.cursor - rows + 1
+	}
+	for i := first; i < len(l.sessions) && i < first+rows; i++ {
+		s := l.sessions[i]
+		name := s.Name
+		if name == "" {
+			name = short(s.SessionID)
+		}
+		when := time.UnixMilli(s.LastUsedAt).Format("2006-01-02 15:04")
+		row := fmt.Sprintf(" %-24s %-16s %-10s %s  %s", name, string(s.Status), modelTarget(s.ModelTarget), when, filepath.Base(s.Workspace.Path))
+		if m.session != nil && s.SessionID == m.session.SessionID {
+			row = "•" + row[1:]
+		}
+		st := m.look.listItem
+		if i == l.cursor {
+			st = m.look.listSel
+		}
+		lines = append(lines, st.Width(m.width).Render(truncateWidth(row, m.width)))
+	}
+	for len(lines) < height {
+		lines = append(lines, "")
+	}
+	return strings.Join(lines[:height], "\n")
+}
