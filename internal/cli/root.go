@@ -46,7 +46,12 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	// cobra usage errors (unknown flag, wrong arguments)
 	fmt.Fprintln(stderr, "maka:", err)
-	fmt.Fprintln(stderr, "Run 'maka --help' for usage.")
+	helpFor := "maka"
+	var fe *flagError
+	if errors.As(err, &fe) {
+		helpFor = fe.command
+	}
+	fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", helpFor)
 	return 2
 }
 
@@ -54,26 +59,76 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "maka",
 		Short: "Maka: a local runtime host for AI agent sessions",
-		Long: `Maka runs one long-lived host per storage root that owns every agent
-session in it and serves any number of clients over a local socket.`,
-		Example: `  maka host serve                 # run the host in the foreground
-  maka host status                # is a host running for the default root?
-  maka host stop                  # ask it to drain and exit`,
+		Long: `Maka runs AI agent sessions on your machine. One long-lived runtime host per
+storage root owns every session in it and serves any number of clients over a
+local socket; commands that need it start it on demand, and it exits on its
+own after a while without clients.
+
+Get started:
+  1. Add a model connection (the API key is read from stdin or --key-env):
+       maka connection add --provider openai --model MODEL_ID --key-env OPENAI_API_KEY
+  2. Run a prompt in the current directory:
+       maka run "explain this repository"
+  3. Continue, list or follow sessions:
+       maka run --continue "now write the tests"
+       maka sessions
+       maka attach SESSION
+
+The storage root is --root, else $MAKA_ROOT, else
+${XDG_CONFIG_HOME:-~/.config}/Maka/workspaces/default.`,
+		Example: `  maka                                         # the terminal UI: new session in this directory
+  maka --resume SESSION                        # the terminal UI on an existing session
+  maka run "summarise the open TODOs"          # one turn, streamed to stdout
+  git diff | maka run - --json                 # prompt from stdin, JSON lines out
+  maka sessions show SESSION                   # a session and its transcript
+  maka connection list                         # model connections and keys
+  maka host status                             # is a host running for the default root?
+  maka completion bash > ~/.local/share/bash-completion/completions/maka`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newHostCommand(), newVersionCommand())
+	root.AddGroup(&cobra.Group{ID: groupAgent, Title: "Agent sessions:"}, &cobra.Group{ID: groupSetup, Title: "Setup and the runtime host:"})
+	for _, c := range []*cobra.Command{newRunCommand(), newSessionsCommand(), newAttachCommand()} {
+		c.GroupID = groupAgent
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{newConnectionCommand(), newHostCommand(), newVersionCommand()} {
+		c.GroupID = groupSetup
+		root.AddCommand(c)
+	}
+	attachTUI(root)
+	root.SetHelpCommandGroupID(groupSetup)
+	root.SetCompletionCommandGroupID(groupSetup)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &flagError{command: c.CommandPath(), err: err}
+	})
 	return root
 }
 
+// flagError is a flag parsing error of a command.
+type flagError struct {
+	command string
+	err     error
+}
+
+func (e *flagError) Error() string { return e.err.Error() }
+func (e *flagError) Unwrap() error { return e.err }
+
+// Command groups of the top-level help.
+const (
+	groupAgent = "agent"
+	groupSetup = "setup"
+)
+
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the maka version",
-		Args:  cobra.NoArgs,
+		Use:     "version",
+		Short:   "Print the maka version",
+		Example: "  maka version",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fmt.Fprintln(cmd.OutOrStdout(), "maka", Version)
 			return nil
