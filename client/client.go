@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"golang.org/x/sys/unix"
 
 	"github.com/maka-agent/maka/internal/control"
+	"github.com/maka-agent/maka/internal/peercred"
 	"github.com/maka-agent/maka/internal/storageroot"
 	"github.com/maka-agent/maka/internal/transport"
 	"github.com/maka-agent/maka/protocol"
@@ -525,19 +525,9 @@ func (c *Conn) PeerPID() (int, error) {
 	if !ok {
 		return 0, errors.New("not a unix socket")
 	}
-	raw, err := uc.SyscallConn()
+	cred, err := peercred.Of(uc)
 	if err != nil {
 		return 0, err
-	}
-	var cred *unix.Ucred
-	var serr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return 0, err
-	}
-	if serr != nil {
-		return 0, serr
 	}
 	return int(cred.Pid), nil
 }

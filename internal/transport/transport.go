@@ -71,6 +71,7 @@ type Conn struct {
 	// allocates nothing; tryN is its result.
 	tryRead func(fd uintptr) bool
 	tryN    int
+	tryErr  error
 	// TryWrite's state, guarded by wmu: the frames being written, the
 	// iovecs built for them, and the result of the writev.
 	tryWrite func(fd uintptr) bool
@@ -100,7 +101,7 @@ func New(nc net.Conn) *Conn {
 	if sc, ok := nc.(syscall.Conn); ok {
 		c.raw, _ = sc.SyscallConn()
 		c.tryRead = func(fd uintptr) bool {
-			c.tryN, _ = unix.Read(int(fd), c.buf)
+			c.tryN, c.tryErr = unix.Read(int(fd), c.buf)
 			return true // never wait for readiness
 		}
 		c.tryWrite = c.writev
@@ -222,7 +223,12 @@ func (c *Conn) TryFill() bool {
 		c.buf = make([]byte, ReadBufferSize)
 	}
 	err := c.raw.Read(c.tryRead)
-	n := c.tryN
+	n, rerr := c.tryN, c.tryErr
+	if err == nil && n < 0 && rerr != nil && rerr != unix.EAGAIN && rerr != unix.EINTR {
+		// A reset is reported once; keep it for the next read, which
+		// would otherwise see a clean end of stream.
+		c.classifyReadError(rerr)
+	}
 	if err != nil || n <= 0 {
 		c.r, c.w = 0, 0
 		return false

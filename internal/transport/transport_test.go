@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 
 	"github.com/maka-agent/maka/protocol"
 )
@@ -209,5 +210,49 @@ func TestTryFillNeverBlocks(t *testing.T) {
 	}
 	if _, err := s.ReadFrame(time.Second); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A reset seen by TryFill is kept for the next read: a reset connection
+// must never read as a clean end of stream.
+func TestResetSeenByTryFillIsNotACleanEOF(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := New(sc)
+	defer server.Close()
+	if err := cc.(*net.TCPConn).SetLinger(0); err != nil {
+		t.Fatal(err)
+	}
+	cc.Close() // sends a reset
+	// Wait until the reset has arrived: the socket polls readable.
+	raw, err := sc.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var polled int
+	_ = raw.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		polled, _ = unix.Poll(fds, 10_000)
+	})
+	if polled != 1 {
+		t.Fatal("the reset never arrived")
+	}
+	if server.TryFill() {
+		t.Fatal("TryFill reported bytes")
+	}
+	_, err = server.ReadFrame(time.Second)
+	if code(err) == CodeReadEOF {
+		t.Fatalf("a reset connection read as a clean end of stream: %v", err)
 	}
 }
