@@ -271,8 +271,9 @@ func (r *runner) addUsage(u *model.Usage) {
 	r.usage.ReasoningTokens += u.ReasoningTokens
 }
 
-// stopped reports the cancelled outcome once ctx ended.
-func (r *runner) stopped(ctx context.Context) (Outcome, bool) {
+// Stopped returns the cancelled outcome of a turn whose ctx ended: its
+// abort source comes from a *StopCause, else "host_shutdown".
+func Stopped(ctx context.Context) (Outcome, bool) {
 	if ctx.Err() == nil {
 		return Outcome{}, false
 	}
@@ -281,7 +282,16 @@ func (r *runner) stopped(ctx context.Context) (Outcome, bool) {
 	if errors.As(context.Cause(ctx), &sc) {
 		source = sc.Source
 	}
-	return r.end(Outcome{Status: StatusCancelled, StopReason: StopUserStop, AbortSource: source}), true
+	return Outcome{Status: StatusCancelled, StopReason: StopUserStop, AbortSource: source}, true
+}
+
+// stopped reports the cancelled outcome once ctx ended.
+func (r *runner) stopped(ctx context.Context) (Outcome, bool) {
+	out, ok := Stopped(ctx)
+	if !ok {
+		return out, false
+	}
+	return r.end(out), true
 }
 
 func (r *runner) finish(fin model.Finish) Outcome {

@@ -207,11 +207,17 @@ func (c *Coordinator) changed(sessionID string) {
 // runAgent resolves the model and the history and runs the agent loop.
 func (c *Coordinator) runAgent(ctx context.Context, rec *recorder, a admission, sum protocol.SessionSummary, steering RunSteering) agent.Outcome {
 	resolved, err := c.opts.Resolve(ctx, sum.ModelTarget)
+	if out, stopped := agent.Stopped(ctx); stopped {
+		return out // stopped before the model was reached
+	}
 	if err != nil {
 		return agent.Outcome{Status: agent.StatusFailed, StopReason: agent.StopError, FailureClass: "model_unavailable", Message: err.Error()}
 	}
 	rec.model, rec.connection = resolved.Model, resolved.ConnectionSlug
 	history, err := c.replay(ctx, a)
+	if out, stopped := agent.Stopped(ctx); stopped {
+		return out
+	}
 	if err != nil {
 		c.log.Error("turn history unreadable", "session", a.SessionID, "err", err)
 		return agent.Outcome{Status: agent.StatusFailed, StopReason: agent.StopError, FailureClass: agent.FailureRuntimeError,

@@ -1,0 +1,2 @@
+// Package soak holds the host's soak and fault tests.
+package soak
