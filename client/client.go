@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -160,6 +161,19 @@ func attempt(ctx context.Context, opts Options, rootID, controlDir string, deadl
 	nc, err := dialer.DialContext(ctx, "unix", reg.Endpoint)
 	if err != nil {
 		return Result{Kind: Unavailable, Reason: ConnectFailed, Registration: &reg, Err: err}
+	}
+	// The host must be this account's: a socket served by another user
+	// is refused before a byte is sent (its peer credentials cannot be
+	// forged).
+	if uc, ok := nc.(*net.UnixConn); ok {
+		cred, err := peercred.Of(uc)
+		if err == nil && int(cred.Uid) != os.Geteuid() {
+			err = fmt.Errorf("the socket %s is served by uid %d, not this user", reg.Endpoint, cred.Uid)
+		}
+		if err != nil {
+			_ = nc.Close()
+			return Result{Kind: Unavailable, Reason: ConnectFailed, Registration: &reg, Err: err}
+		}
 	}
 	t := transport.New(nc)
 	// Cancelling ctx ends the handshake by destroying the socket.

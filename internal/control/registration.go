@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
@@ -162,6 +163,13 @@ func ReadRegistration(controlDir string) (reg Registration, found bool, err erro
 	}
 	if !fi.Mode().IsRegular() {
 		return Registration{}, false, invalid("%s is not a regular file (%v)", path, fi.Mode().Type())
+	}
+	// Only this account's host writes a registration, 0600.
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+		return Registration{}, false, invalid("%s is not owned by this user", path)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return Registration{}, false, invalid("%s has mode %#o, want no group or other bits", path, perm)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxRegistrationBytes+1))
 	if err != nil {

@@ -130,6 +130,14 @@ func stableArtifact(fd int, path string) (identity, error) {
 	if !isRegular(&fst) || !isRegular(&lst) || identityOf(&fst) != identityOf(&lst) {
 		return identity{}, newError(CodeInvalidLockArtifact, "%s is not the locked regular file", path)
 	}
+	// The lock is this account's, 0600: another user's or a writable-by-
+	// others lock could be held or replaced by someone else.
+	if int(fst.Uid) != os.Geteuid() {
+		return identity{}, newError(CodeInvalidLockArtifact, "%s is owned by uid %d, not %d", path, fst.Uid, os.Geteuid())
+	}
+	if perm := fst.Mode & 0o077; perm != 0 {
+		return identity{}, newError(CodeInvalidLockArtifact, "%s has mode %#o, want no group or other bits", path, fst.Mode&0o7777)
+	}
 	return identityOf(&fst), nil
 }
 
