@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -124,6 +125,9 @@ func serve(ctx context.Context, root, expectedRootID string, idleGrace time.Dura
 		return exitf(1, "runtime host failed to start: %v", err)
 	}
 	if k != nil {
+		// Startup is over: return its garbage and its read-only pages.
+		debug.FreeOSMemory()
+		pageOutExecutable()
 		select {
 		case <-sigCtx.Done():
 			log.Info("signal received; draining")
