@@ -125,9 +125,14 @@ func serve(ctx context.Context, root, expectedRootID string, idleGrace time.Dura
 		return exitf(1, "runtime host failed to start: %v", err)
 	}
 	if k != nil {
-		// Startup is over: return its garbage and its read-only pages.
-		debug.FreeOSMemory()
-		pageOutExecutable()
+		// Startup is over: return its garbage and its read-only pages,
+		// shortly after, so that the first client (usually the one that
+		// started this host) is served first.
+		trim := time.AfterFunc(200*time.Millisecond, func() {
+			debug.FreeOSMemory()
+			pageOutExecutable()
+		})
+		defer trim.Stop()
 		select {
 		case <-sigCtx.Done():
 			log.Info("signal received; draining")
