@@ -39,11 +39,7 @@ func (c *Coordinator) handleInterrupt(ctx context.Context, call *host.Call) host
 	return c.shared(ctx, key, payload, InterruptIdentityConflict, func() host.Outcome {
 		out, err := c.interrupt(ctx, in, payload)
 		if err != nil {
-			if c.Failed() {
-				return authorityFailed()
-			}
-			c.log.Error("turn interrupt failed", "session", in.SessionID, "interrupt", in.InterruptID, "err", err)
-			return internalFailure()
+			return c.opFailure("turn interrupt", in.SessionID, in.InterruptID, err)
 		}
 		return out
 	})

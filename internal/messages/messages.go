@@ -229,3 +229,13 @@ func (c *Coordinator) Close(ctx context.Context) error {
 	}
 	return err
 }
+
+// opFailure answers an operation that failed with err: host_draining once
+// the authority has failed, else internal_failure (logged).
+func (c *Coordinator) opFailure(what, sessionID, id string, err error) host.Outcome {
+	if c.Failed() {
+		return authorityFailed()
+	}
+	c.log.Error(what+" failed", "session", sessionID, "id", id, "err", err)
+	return internalFailure()
+}

@@ -39,11 +39,7 @@ func (c *Coordinator) handleRetract(ctx context.Context, call *host.Call) host.O
 			return err
 		})
 		if err != nil {
-			if c.Failed() {
-				return authorityFailed()
-			}
-			c.log.Error("queue retract failed", "session", in.SessionID, "retract", in.RetractID, "err", err)
-			return internalFailure()
+			return c.opFailure("queue retract", in.SessionID, in.RetractID, err)
 		}
 		return out
 	}

@@ -57,11 +57,7 @@ func (c *Coordinator) submit(ctx context.Context, in protocol.TurnMessageSubmitI
 		return err
 	})
 	if err != nil {
-		if c.Failed() {
-			return authorityFailed()
-		}
-		c.log.Error("message submit failed", "session", in.SessionID, "message", in.MessageID, "err", err)
-		return internalFailure()
+		return c.opFailure("message submit", in.SessionID, in.MessageID, err)
 	}
 	return out
 }
