@@ -129,9 +129,15 @@ func toolReview(req agent.PermissionRequest) (protocol.ToolReview, error) {
 }
 
 // requiredText is the safe review form of the string argument key, which
-// must not be empty.
+// must not be empty. A value too long to be shown whole is refused: a
+// reviewer (or a rule matching the shown text) must never approve more
+// than it saw.
 func requiredText(args json.RawMessage, key string, maxBytes int, command bool) (string, error) {
-	s := reviewText(stringArg(args, key), maxBytes, command)
+	raw := stringArg(args, key)
+	s, cut := fitEncoded(sanitize(raw, command), maxBytes)
+	if cut {
+		return "", invalid("the %q argument (%d bytes) is too long to be shown for review; split it into shorter calls", key, len(raw))
+	}
 	if s == "" {
 		return "", invalid("the call has no %q argument to review", key)
 	}
