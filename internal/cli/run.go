@@ -701,6 +701,9 @@ type follower struct {
 func (f *follower) follow(ctx context.Context, sub *client.Subscription) (protocol.TurnSnapshot, error) {
 	f.seen = map[string]bool{}
 	defer func() {
+		if sub == nil {
+			return // a reopen failed
+		}
 		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = sub.Close(cctx)
 		cancel()

@@ -99,14 +99,15 @@ func (c *Coordinator) CloseRun(ctx context.Context, sessionID, runID, reason str
 		rs = &runState{sessionID: sessionID, runID: runID}
 		c.runs[runID] = rs
 	}
+	callerReason := reason
 	if rs.closure == "" {
 		rs.closure = reason
 	}
 	reason = rs.closure
 	asked := rs.asked
 	mismatch := rs.sessionID != sessionID
-	if !mismatch && !rs.bound && reason == protocol.InteractionClosureTurnTerminal {
-		delete(c.runs, runID)
+	if !mismatch && !rs.bound && (reason == protocol.InteractionClosureTurnTerminal || callerReason == protocol.InteractionClosureTurnTerminal) {
+		delete(c.runs, runID) // a run that never bound is done at its terminal close
 	}
 	c.mu.Unlock()
 	if mismatch {

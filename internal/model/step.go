@@ -65,6 +65,10 @@ type RetryInfo struct {
 	Reason FailureKind
 }
 
+// MaxRetryAfter is the longest Retry-After a step waits for; a longer one
+// fails the step with the provider's failure.
+const MaxRetryAfter = 5 * time.Minute
+
 // errStalled is the cancellation cause the watchdog gives an attempt.
 var errStalled = errors.New("model stream stalled")
 
@@ -72,8 +76,9 @@ var errStalled = errors.New("model stream stalled")
 //
 // A failed attempt is retried when it emitted no event, its *Failure (see
 // Classify) is Retryable and attempts remain. The delay is the failure's
-// Retry-After when set, else min(1 s·2^(n-1), 32 s) plus up to 25 % jitter,
-// where n is the number of the failed attempt.
+// Retry-After when set (at most MaxRetryAfter: a longer one is not
+// waited for), else min(1 s·2^(n-1), 32 s) plus up to 25 % jitter, where n
+// is the number of the failed attempt.
 //
 // A watchdog cancels an attempt that produces no event within
 // FirstEventTimeout of its start, or none for IdleTimeout after the previous
@@ -96,7 +101,9 @@ func StreamStep(ctx context.Context, p Provider, req Request, opts StepOptions, 
 			return Finish{}, context.Cause(ctx)
 		}
 		f := Classify(err)
-		if emitted || !f.Retryable() || attempt >= opts.MaxAttempts {
+		if emitted || !f.Retryable() || attempt >= opts.MaxAttempts || f.RetryAfter > MaxRetryAfter {
+			// A provider asking for more than MaxRetryAfter would park the
+			// turn (and keep the host up) for that long: fail instead.
 			return Finish{}, f
 		}
 		delay := f.RetryAfter

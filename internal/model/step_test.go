@@ -312,3 +312,18 @@ func TestStreamStepWatchdogPausedDuringEmit(t *testing.T) {
 		t.Fatalf("err = %v: the watchdog fired while emit was running", r.err)
 	}
 }
+
+// A Retry-After longer than MaxRetryAfter is not waited for: the step
+// fails with the provider's failure at once.
+func TestLongRetryAfterFailsTheStep(t *testing.T) {
+	calls := 0
+	p := providerFunc(func(context.Context, Request, func(Event) error) (Finish, error) {
+		calls++
+		return Finish{}, &Failure{Kind: FailureRateLimit, Status: 429, Message: "slow down", RetryAfter: 24 * time.Hour, RetryAfterSet: true}
+	})
+	_, err := StreamStep(context.Background(), p, Request{}, StepOptions{}, func(Event) error { return nil })
+	var f *Failure
+	if !errors.As(err, &f) || f.Kind != FailureRateLimit || calls != 1 {
+		t.Fatalf("err %v after %d calls; want the rate-limit failure after 1", err, calls)
+	}
+}

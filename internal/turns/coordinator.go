@@ -215,6 +215,15 @@ func (c *Coordinator) handleStart(ctx context.Context, call *host.Call) host.Out
 		fail   *host.Outcome
 	)
 	err := c.opts.Gate.Run(ctx, in.SessionID, func(ctx context.Context, _ *lane.Lease) error {
+		c.mu.Lock()
+		draining := c.draining
+		c.mu.Unlock()
+		if draining {
+			// Nothing new is admitted once shutdown began (the kernel
+			// refuses most such requests before they get here).
+			fail = ptr(host.Fail(protocol.ErrHostDraining, protocol.MessageHostDraining))
+			return nil
+		}
 		if !c.ActiveRoot(in.SessionID) {
 			// The common case, a fresh turn of an idle session: checked,
 			// admitted and started in one durable write.
@@ -278,6 +287,12 @@ func (c *Coordinator) handleStart(ctx context.Context, call *host.Call) host.Out
 		return err
 	})
 	if err != nil {
+		// A turn.start that failed inside the lane may have left its
+		// admission or run in a state only a restart resolves (domain.md
+		// §1.4).
+		if !errors.Is(err, lane.ErrClosed) && ctx.Err() == nil {
+			c.opts.RequestDrain()
+		}
 		return c.opFailure("turn.start", in.SessionID, err)
 	}
 	if fail != nil {

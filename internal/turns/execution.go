@@ -122,7 +122,15 @@ func (c *Coordinator) execute(ctx context.Context, ar *activeRoot, a admission, 
 		c.log.Error("turn could not start", "session", a.SessionID, "turn", a.TurnID, "err", err)
 		ar.startErr = fmt.Errorf("%w: %w", errStartFailed, err)
 		close(ar.started)
-		if err := c.endOwnership(ar); err != nil {
+		// Ownership ends in the session's lane, like every change of the
+		// active root (a stop may be deciding on it right now).
+		err := c.opts.Gate.Run(context.Background(), a.SessionID, func(context.Context, *lane.Lease) error {
+			return c.endOwnership(ar)
+		})
+		if errors.Is(err, lane.ErrClosed) {
+			err = c.endOwnership(ar)
+		}
+		if err != nil {
 			c.log.Error("turn ownership kept after a failed start", "session", a.SessionID, "turn", a.TurnID, "err", err)
 		}
 		ar.doneErr = ar.startErr
