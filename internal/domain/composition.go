@@ -147,7 +147,7 @@ func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts O
 	c.cont = continuity.New(hostEpoch, c.sessions.ReadProjection, c.gate, log)
 	c.tasks = tasks.New(st, tasks.Options{Lane: c.gate, Logger: log})
 	c.inter = interactions.New(interactions.Options{
-		Store: st, Gate: c.gate, Continuity: c.cont, Log: log,
+		Store: st, Gate: c.gate, Continuity: c.cont, Log: log, ReadProjection: c.sessions.ReadProjection,
 		OnPoison: func(err error) {
 			log.Error("interaction authority poisoned; draining", "err", err)
 			requestDrain()

@@ -19,6 +19,7 @@ package interactions
 
 import (
 	"context"
+	"github.com/maka-agent/maka/internal/continuity"
 	"log/slog"
 	"sync"
 	"time"
@@ -76,6 +77,10 @@ type Options struct {
 	// OnPoison is called once, with the first broken invariant, when the
 	// coordinator stops serving (the composition drains the host).
 	OnPoison func(error)
+	// ReadProjection reads a session's canonical projection, to check that
+	// a new pending interaction still fits the session snapshot (nil: only
+	// the pending list's own bound is checked).
+	ReadProjection continuity.ProjectionReader
 }
 
 // Coordinator is the interaction authority of one host epoch.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/maka-agent/maka/internal/continuity"
 	"sync"
 	"time"
 
@@ -203,8 +204,23 @@ func (c *Coordinator) admit(ctx context.Context, rs *runState, wire protocol.Int
 	case n == protocol.InteractionMaxPendingPerSession:
 		return nil, nil, ErrCapacityExceeded
 	}
-	if size, err := protocol.EncodedSize(projection(append(pending, rec))); err != nil || size > PendingProjectionMaxBytes {
+	candidate := projection(append(pending, rec))
+	if size, err := protocol.EncodedSize(candidate); err != nil || size > PendingProjectionMaxBytes {
 		return nil, nil, errors.Join(ErrCapacityExceeded, err)
+	}
+	// The whole session snapshot must still fit with it, or no client
+	// could ever see it pending.
+	if c.opts.ReadProjection != nil {
+		p, found, err := c.opts.ReadProjection(ctx, rs.sessionID)
+		if err != nil {
+			return nil, nil, err
+		}
+		if found {
+			p.Interactions = candidate
+			if fits, err := continuity.SnapshotFits(p); !fits || err != nil {
+				return nil, nil, errors.Join(ErrCapacityExceeded, err)
+			}
+		}
 	}
 	c.mu.Lock()
 	rs.asked = true

@@ -2,6 +2,7 @@ package messages
 
 import (
 	"context"
+	"github.com/maka-agent/maka/internal/continuity"
 	"strings"
 
 	"github.com/maka-agent/maka/internal/turns"
@@ -112,11 +113,8 @@ func (c *Coordinator) admissionRefusal(ctx context.Context, sessionID string, cu
 			return "", err
 		}
 		if found {
-			snap := protocol.SessionContinuitySnapshot{
-				SchemaVersion: protocol.SessionContinuitySchemaVersion, Session: p.Session,
-				ProjectionRevision: protocol.MaxSafeInteger, RootTurn: p.RootTurn, Queue: queue, Interactions: p.Interactions,
-			}
-			if over, err := encodedOver(snap, protocol.SessionContinuitySnapshotMaxBytes); over || err != nil {
+			p.Queue = queue
+			if fits, err := continuity.SnapshotFits(p); !fits || err != nil {
 				return MessageSessionFull, err
 			}
 		}
