@@ -59,7 +59,8 @@ func (bashTool) Name() string { return NameBash }
 func (bashTool) Description() string {
 	return "Run a shell command (bash -c) in the workspace directory. stdin is empty. " +
 		"timeout_ms defaults to 120000 and is capped at 600000; on timeout the whole process " +
-		"group is killed. Output is tail-truncated to 2000 lines / 50 KiB per stream."
+		"group is killed. Background jobs (&) are stopped when the command returns. Output is " +
+		"tail-truncated to 2000 lines / 50 KiB per stream."
 }
 
 func (bashTool) Parameters() json.RawMessage {
@@ -231,6 +232,9 @@ func runCommand(ctx context.Context, env Env, command string, timeout time.Durat
 		}
 		drain.Stop()
 		<-readersDone
+		// Background jobs of the command do not outlive the call: nothing
+		// would own them (and a host that stops would leave them behind).
+		signalGroup(pgid, syscall.SIGKILL)
 	} else {
 		signalGroup(pgid, syscall.SIGTERM)
 		kill := time.NewTimer(bashKillGrace)

@@ -227,6 +227,10 @@ func TestBashBackgroundHolderDoesNotHang(t *testing.T) {
 	if tm.DurationMS >= 10000 {
 		t.Errorf("waited %d ms for a background process", tm.DurationMS)
 	}
+	// The background job did not outlive the call.
+	if !processGone(pid) {
+		t.Errorf("background process %d outlived the call", pid)
+	}
 }
 
 func TestBashLiveOutput(t *testing.T) {
