@@ -51,6 +51,9 @@ type Event struct {
 	ToolUseID    string
 	ToolName     string
 	ActivityKind string
+	// Summary is tool_start's one-line, secret-free description of the
+	// call (tools.Summary), shown as the event's display name.
+	Summary string
 	Args         json.RawMessage // tool_start
 	Seq          int64           // tool_output_delta, from 1 per call
 	Stream       string          // tool_output_delta

@@ -151,7 +151,7 @@ func (r *runner) run(ctx context.Context) Outcome {
 		}
 		for i, c := range st.calls {
 			msgs = append(msgs, model.Message{
-				Role: model.RoleTool, ToolCallID: c.ID, ToolName: c.Name,
+				Role: model.RoleTool, ToolCallID: c.ID, ToolName: r.toolName(c.Name),
 				Text: modelText(results[i]), IsError: results[i].IsError,
 			})
 		}
@@ -349,4 +349,14 @@ func (r *runner) settleAll(ctx context.Context, st *stepState) ([]tools.Result, 
 	}
 	wg.Wait()
 	return results, errors.Join(errs...)
+}
+
+// toolName is the registered name of the tool a call names (the model may
+// spell it in another case), or the call's name for an unknown tool: the
+// same name the record keeps, so a replayed history reads the same.
+func (r *runner) toolName(name string) string {
+	if t, ok := r.lookup(name); ok {
+		return t.Name()
+	}
+	return name
 }

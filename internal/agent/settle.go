@@ -31,7 +31,7 @@ func (r *runner) settle(ctx context.Context, stepID string, call model.ToolCall)
 	start := r.event(ToolStart)
 	start.StepID, start.ToolUseID, start.ToolName, start.Args = stepID, call.ID, call.Name, call.Input
 	if known {
-		start.ToolName, start.ActivityKind = tool.Name(), tool.ActivityKind()
+		start.ToolName, start.ActivityKind, start.Summary = tool.Name(), tool.ActivityKind(), tools.Summary(tool, call.Input)
 	}
 	if err := r.emit(ctx, start); err != nil {
 		return tools.ErrorResult("The tool call could not be recorded: " + err.Error()), err

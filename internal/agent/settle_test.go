@@ -151,7 +151,7 @@ func TestToolEventsBracketTheRun(t *testing.T) {
 		t.Errorf("tool ran %d times", len(probe.runs()))
 	}
 	tm := p.requests()[1].Messages[2]
-	if tm.Role != model.RoleTool || tm.ToolCallID != "c1" || tm.ToolName != "probe" || tm.Text != "fine" {
+	if tm.Role != model.RoleTool || tm.ToolCallID != "c1" || tm.ToolName != "Probe" || tm.Text != "fine" {
 		t.Errorf("tool message = %+v", tm)
 	}
 }

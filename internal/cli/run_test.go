@@ -517,7 +517,7 @@ func TestRunJSONAndToolActivity(t *testing.T) {
 		t.Fatalf("text run = %d %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
-	if len(lines) != 2 || lines[0] != "▸ Bash" || !strings.HasPrefix(lines[1], "✓ Bash (") || !strings.HasSuffix(lines[1], " ms)") {
+	if len(lines) != 2 || lines[0] != "▸ Bash echo listed" || !strings.HasPrefix(lines[1], "✓ Bash (") || !strings.HasSuffix(lines[1], " ms)") {
 		t.Fatalf("tool lines %q", lines)
 	}
 

@@ -91,3 +91,25 @@ func TestTextAndJSONResult(t *testing.T) {
 	bad := JSONResult(make(chan int))
 	mustError(t, bad, "not encodable")
 }
+
+func TestSummary(t *testing.T) {
+	bash, read, grep := byName(t, NameBash), byName(t, NameRead), byName(t, NameGrep)
+	for _, tc := range []struct {
+		tool Tool
+		args string
+		want string
+	}{
+		{bash, `{"command":"ls -la\n  && echo\tdone"}`, "ls -la && echo done"},
+		{bash, `{"command":"curl -H 'Authorization: Bearer abcdefghijklmnopqrstuvwxyz0123456789' x"}`, "curl -H 'Authorization: [REDACTED]' x"},
+		{read, `{"path":"src/main.go"}`, "src/main.go"},
+		{grep, `{"pattern":"func main","path":"cmd"}`, "func main in cmd"},
+		{bash, `{"command":"` + strings.Repeat("é", 200) + `"}`, strings.Repeat("é", 126) + "…"},
+	} {
+		if got := Summary(tc.tool, json.RawMessage(tc.args)); got != tc.want {
+			t.Errorf("Summary(%s, %s) = %q, want %q", tc.tool.Name(), tc.args, got, tc.want)
+		}
+		if got := Summary(tc.tool, json.RawMessage(tc.args)); len(got) > SummaryMaxBytes || !utf8.ValidString(got) {
+			t.Errorf("summary %q is not a valid bounded string", got)
+		}
+	}
+}

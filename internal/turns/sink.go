@@ -74,7 +74,7 @@ func (r *recorder) Emit(ctx context.Context, ev agent.Event) error {
 			return err
 		}
 		failpoint.Hit(failpoint.ToolStarted)
-		r.publishTool(ev, protocol.SessionToolEvent{ToolName: ev.ToolName, ActivityKind: ev.ActivityKind, StepID: ev.StepID})
+		r.publishTool(ev, protocol.SessionToolEvent{ToolName: ev.ToolName, ActivityKind: ev.ActivityKind, StepID: ev.StepID, DisplayName: ev.Summary})
 	case agent.ToolOutputDelta:
 		r.publishTool(ev, protocol.SessionToolEvent{Seq: ev.Seq, Stream: ev.Stream, Chunk: ev.Chunk, CreatedAt: ev.TS})
 	case agent.ToolResult:
