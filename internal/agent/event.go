@@ -53,13 +53,13 @@ type Event struct {
 	ActivityKind string
 	// Summary is tool_start's one-line, secret-free description of the
 	// call (tools.Summary), shown as the event's display name.
-	Summary string
-	Args         json.RawMessage // tool_start
-	Seq          int64           // tool_output_delta, from 1 per call
-	Stream       string          // tool_output_delta
-	Chunk        string          // tool_output_delta
-	Result       *tools.Result   // tool_result
-	DurationMs   int64           // tool_result
+	Summary    string
+	Args       json.RawMessage // tool_start
+	Seq        int64           // tool_output_delta, from 1 per call
+	Stream     string          // tool_output_delta
+	Chunk      string          // tool_output_delta
+	Result     *tools.Result   // tool_result
+	DurationMs int64           // tool_result
 
 	// Decision is set on permission_decision: how a permission check
 	// ended (allow, deny) and why.
