@@ -27,6 +27,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(listenAsEnv); path != "" {
+		os.Exit(listenAs(path)) // a helper process of TestSocketOfAnotherUserIsRefused
+	}
 	goleak.VerifyTestMain(m)
 }
 
