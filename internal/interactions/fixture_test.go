@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"go.uber.org/goleak"
 
 	"github.com/maka-agent/maka/internal/agent"
 	"github.com/maka-agent/maka/internal/continuity"
 	"github.com/maka-agent/maka/internal/host"
+	"github.com/maka-agent/maka/internal/hosttest"
 	"github.com/maka-agent/maka/internal/lane"
 	"github.com/maka-agent/maka/internal/model"
 	"github.com/maka-agent/maka/internal/sessions"
@@ -162,55 +162,16 @@ func (f *fixture) restart() {
 	}
 }
 
-func spec(t *testing.T, op protocol.Operation) *protocol.OperationSpec {
-	t.Helper()
-	s, ok := protocol.Lookup(string(op))
-	if !ok {
-		t.Fatalf("no spec for %s", op)
-	}
-	return s
-}
-
 // call runs a handler; a result must pass the operation's output codec and
 // an error must be one the operation declares.
 func (f *fixture) call(op protocol.Operation, in any) host.Outcome {
 	f.t.Helper()
-	handlers := f.c.Handlers()
+	tables := []host.Handlers{f.c.Handlers(), f.svc.Handlers(), f.cont.Handlers()}
 	if f.turns != nil {
-		for k, v := range f.turns.Handlers() {
-			handlers[k] = v
-		}
-	}
-	for k, v := range f.svc.Handlers() {
-		handlers[k] = v
-	}
-	for k, v := range f.cont.Handlers() {
-		handlers[k] = v
-	}
-	h, ok := handlers[op]
-	if !ok {
-		f.t.Fatalf("no handler for %s", op)
+		tables = append(tables, f.turns.Handlers())
 	}
 	conn := host.NewConnInfo(host.ConnInfo{HostEpoch: testEpoch, ConnectionID: "conn-1", Surface: protocol.SurfaceTUI, Principal: "local_os_user"}, f.send)
-	out := h(testCtx(f.t), &host.Call{RequestID: uuid.NewString(), Operation: spec(f.t, op), Input: in, Conn: conn})
-	if out.Err != nil {
-		if !spec(f.t, op).Declares(out.Err.Code) {
-			f.t.Fatalf("%s returned undeclared error %s", op, out.Err.Code)
-		}
-		return out
-	}
-	b, err := protocol.Marshal(out.Result)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	v, err := protocol.Parse(b)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if _, err := spec(f.t, op).DecodeOutput(v); err != nil {
-		f.t.Fatalf("%s result rejected by its codec: %v\n%s", op, err, b)
-	}
-	return out
+	return hosttest.Call(testCtx(f.t), f.t, hosttest.Merge(tables...), op, in, conn)
 }
 
 // send is the subscriber connection: it records projection frames and

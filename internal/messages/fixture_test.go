@@ -18,6 +18,7 @@ import (
 
 	"github.com/maka-agent/maka/internal/continuity"
 	"github.com/maka-agent/maka/internal/host"
+	"github.com/maka-agent/maka/internal/hosttest"
 	"github.com/maka-agent/maka/internal/lane"
 	"github.com/maka-agent/maka/internal/messages"
 	"github.com/maka-agent/maka/internal/model"
@@ -280,62 +281,13 @@ func (f *fixture) restart() {
 	f.open()
 }
 
-func spec(t *testing.T, op protocol.Operation) *protocol.OperationSpec {
-	t.Helper()
-	s, ok := protocol.Lookup(string(op))
-	if !ok {
-		t.Fatalf("no spec for %s", op)
-	}
-	return s
-}
-
 // call runs op as the kernel would: the input goes through the
 // operation's input codec (so content is normalized), and a success must
 // pass the output codec and the declared error codes.
 func (f *fixture) call(op protocol.Operation, in any) host.Outcome {
 	f.t.Helper()
-	handlers := host.Handlers{}
-	for _, hs := range []host.Handlers{f.turns.Handlers(), f.svc.Handlers(), f.msgs.Handlers(), f.cont.Handlers()} {
-		for k, v := range hs {
-			handlers[k] = v
-		}
-	}
-	h, ok := handlers[op]
-	if !ok {
-		f.t.Fatalf("no handler for %s", op)
-	}
-	s := spec(f.t, op)
-	raw, err := protocol.Marshal(in)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	v, err := protocol.Parse(raw)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	decoded, err := s.DecodeInput(v)
-	if err != nil {
-		f.t.Fatalf("%s input rejected by its codec: %v", op, err)
-	}
 	conn := host.NewConnInfo(host.ConnInfo{HostEpoch: f.epoch, ConnectionID: uuid.NewString(), Surface: protocol.SurfaceTUI, Principal: "local_os_user"}, nil)
-	out := h(testCtx(f.t), &host.Call{RequestID: uuid.NewString(), Operation: s, Input: decoded, Conn: conn})
-	if out.Err != nil {
-		if !s.Declares(out.Err.Code) {
-			f.t.Fatalf("%s answered undeclared %s", op, out.Err.Code)
-		}
-		return out
-	}
-	b, err := protocol.Marshal(out.Result)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if v, err = protocol.Parse(b); err != nil {
-		f.t.Fatal(err)
-	}
-	if _, err := s.DecodeOutput(v); err != nil {
-		f.t.Fatalf("%s result rejected by its codec: %v\n%s", op, err, b)
-	}
-	return out
+	return hosttest.Call(testCtx(f.t), f.t, hosttest.Merge(f.turns.Handlers(), f.svc.Handlers(), f.msgs.Handlers(), f.cont.Handlers()), op, in, conn)
 }
 
 func (f *fixture) createSession(id string) {
@@ -492,7 +444,7 @@ func (f *fixture) subscribe(sessionID string) *subscription {
 	f.t.Helper()
 	sub := &subscription{}
 	conn := host.NewConnInfo(host.ConnInfo{HostEpoch: f.epoch, ConnectionID: uuid.NewString(), Surface: protocol.SurfaceTUI, Principal: "local_os_user"}, sub.send)
-	s := spec(f.t, protocol.OpSubscriptionOpen)
+	s := hosttest.Spec(f.t, protocol.OpSubscriptionOpen)
 	out := f.cont.Handlers()[protocol.OpSubscriptionOpen](testCtx(f.t), &host.Call{
 		RequestID: uuid.NewString(), Operation: s, Input: protocol.SubscriptionOpenInput{SessionID: sessionID}, Conn: conn,
 	})

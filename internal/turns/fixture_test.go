@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"go.uber.org/goleak"
 
 	"github.com/maka-agent/maka/internal/continuity"
 	"github.com/maka-agent/maka/internal/host"
+	"github.com/maka-agent/maka/internal/hosttest"
 	"github.com/maka-agent/maka/internal/lane"
 	"github.com/maka-agent/maka/internal/model"
 	"github.com/maka-agent/maka/internal/sessions"
@@ -177,43 +177,11 @@ func (f *fixture) restart() {
 	}
 }
 
-func spec(t *testing.T, op protocol.Operation) *protocol.OperationSpec {
-	t.Helper()
-	s, ok := protocol.Lookup(string(op))
-	if !ok {
-		t.Fatalf("no spec for %s", op)
-	}
-	return s
-}
-
 var conn = host.NewConnInfo(host.ConnInfo{HostEpoch: testEpoch, ConnectionID: "conn-1", Surface: protocol.SurfaceTUI, Principal: "local_os_user"}, nil)
 
 func (f *fixture) call(op protocol.Operation, in any) host.Outcome {
 	f.t.Helper()
-	handlers := f.turns.Handlers()
-	for k, v := range f.svc.Handlers() {
-		handlers[k] = v
-	}
-	h, ok := handlers[op]
-	if !ok {
-		f.t.Fatalf("no handler for %s", op)
-	}
-	out := h(testCtx(f.t), &host.Call{RequestID: uuid.NewString(), Operation: spec(f.t, op), Input: in, Conn: conn})
-	if out.Err == nil {
-		// Every result must pass the operation's output codec.
-		b, err := protocol.Marshal(out.Result)
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		v, err := protocol.Parse(b)
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		if _, err := spec(f.t, op).DecodeOutput(v); err != nil {
-			f.t.Fatalf("%s result rejected by its codec: %v\n%s", op, err, b)
-		}
-	}
-	return out
+	return hosttest.Call(testCtx(f.t), f.t, hosttest.Merge(f.turns.Handlers(), f.svc.Handlers()), op, in, conn)
 }
 
 func (f *fixture) createSession(id string) {
