@@ -316,9 +316,18 @@ func (ow *OutboundWriter) writeOnce(bufs [][]byte, tw NonBlockingWriter) [][]byt
 	ow.mu.Lock()
 	ow.frames -= k
 	ow.bytes -= n
+	var unwritten []outFrame // frames of a writer that failed meanwhile
 	if k < len(batch) {
-		batch[k].data = batch[k].data[rest:]
-		ow.queue = append(append(make([]outFrame, 0, len(batch)-k+len(ow.queue)), batch[k:]...), ow.queue...)
+		if ow.err != nil {
+			// The writer failed while this write was in progress (an
+			// overflow, a teardown): its queue was rejected already and
+			// a second failure rejects nothing, so the unwritten rest is
+			// rejected here, or its frames are never settled.
+			unwritten = batch[k:]
+		} else {
+			batch[k].data = batch[k].data[rest:]
+			ow.queue = append(append(make([]outFrame, 0, len(batch)-k+len(ow.queue)), batch[k:]...), ow.queue...)
+		}
 	}
 	if err != nil {
 		ow.failLocked(err) // unlocks; the first error wins and rejects the queue
@@ -327,6 +336,12 @@ func (ow *OutboundWriter) writeOnce(bufs [][]byte, tw NonBlockingWriter) [][]byt
 	failed := ow.err
 	ow.mu.Unlock()
 	for _, f := range batch[:k] {
+		putFrame(f.buf)
+		if f.done != nil {
+			f.done.Settle(failed)
+		}
+	}
+	for _, f := range unwritten {
 		putFrame(f.buf)
 		if f.done != nil {
 			f.done.Settle(failed)
