@@ -220,7 +220,7 @@ func TestConnectOrSpawnUnresponsiveHost(t *testing.T) {
 	launched := make(chan struct{}, 64)
 	res, err := client.ConnectOrSpawn(testContext(t),
 		client.Options{RootPath: root, Surface: protocol.SurfaceRun, HandshakeTimeout: 50 * time.Millisecond},
-		client.SpawnOptions{Deadline: 300 * time.Millisecond, Launch: func(context.Context, client.Candidate) error {
+		client.SpawnOptions{Deadline: time.Second, Launch: func(context.Context, client.Candidate) error {
 			launched <- struct{}{}
 			return nil
 		}})
@@ -230,7 +230,9 @@ func TestConnectOrSpawnUnresponsiveHost(t *testing.T) {
 	if res.Kind != client.Failed || res.Failure != client.HostUnresponsive {
 		t.Fatalf("result %+v, want failed/host_unresponsive", res)
 	}
-	if res.Last.Reason != client.HandshakeFailed {
+	// The last attempt timed out in its handshake, or (on a loaded
+	// machine) in its dial, cut by the election deadline.
+	if res.Last.Reason != client.HandshakeFailed && res.Last.Reason != client.ConnectFailed {
 		t.Fatalf("last attempt %+v", res.Last)
 	}
 }
