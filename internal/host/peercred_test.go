@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -46,11 +47,13 @@ func peerDial(endpoint string) int {
 // asUID is set) and returns what it printed.
 func runPeer(t *testing.T, bin, endpoint string, asUID string) string {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	var cmd *exec.Cmd
 	if asUID != "" {
-		cmd = exec.Command("setpriv", "--reuid", asUID, "--regid", asUID, "--clear-groups", bin, "-test.run", "^$")
+		cmd = exec.CommandContext(ctx, "setpriv", "--reuid", asUID, "--regid", asUID, "--clear-groups", bin, "-test.run", "^$")
 	} else {
-		cmd = exec.Command(bin, "-test.run", "^$")
+		cmd = exec.CommandContext(ctx, bin, "-test.run", "^$")
 	}
 	cmd.Env = append(os.Environ(), peerDialEnv+"="+endpoint)
 	out, err := cmd.CombinedOutput()
