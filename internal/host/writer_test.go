@@ -9,18 +9,26 @@ import (
 	"github.com/maka-agent/maka/internal/host"
 )
 
-// partialWriter accepts the first frame of a non-blocking write and
-// fails with err, after gate opens.
+// partialWriter writes the first frame of a write and fails with err,
+// after gate opens, whichever of its methods the writer uses (the reader's
+// non-blocking flush or the writer goroutine).
 type partialWriter struct {
+	once    sync.Once
 	entered chan struct{}
 	gate    chan struct{}
 	err     error
 }
 
-func (p *partialWriter) Write(...[]byte) error { return errors.New("unused") }
+func (p *partialWriter) Write(frames ...[]byte) error {
+	_, err := p.TryWrite(frames...)
+	if err == nil {
+		err = errors.New("short write")
+	}
+	return err
+}
 
 func (p *partialWriter) TryWrite(frames ...[]byte) (int, error) {
-	close(p.entered)
+	p.once.Do(func() { close(p.entered) })
 	<-p.gate
 	return len(frames[0]), p.err
 }
