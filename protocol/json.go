@@ -698,3 +698,15 @@ func UTF16Len(s string) int {
 	}
 	return n
 }
+
+// TruncateUTF8 cuts s to at most n bytes without splitting a UTF-8
+// sequence (the wire's byte bounds are on code-point boundaries).
+func TruncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -119,3 +119,21 @@ func TestSafeIntegerChecksAreValueBased(t *testing.T) {
 		}
 	}
 }
+
+func TestTruncateUTF8(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"abc", 5, "abc"},
+		{"abc", 2, "ab"},
+		{"aé", 2, "a"}, // é is two bytes: never split
+		{"éé", 3, "é"},
+		{"é", 0, ""},
+	} {
+		if got := TruncateUTF8(tc.s, tc.n); got != tc.want {
+			t.Errorf("TruncateUTF8(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+		}
+	}
+}

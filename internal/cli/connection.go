@@ -391,13 +391,11 @@ func connectionAdd(cmd *cobra.Command, o connectionAddOptions, args []string) er
 		}
 	}
 
-	ctx, stop := interruptible(cmd.Context())
-	defer stop()
-	conn, err := o.host.connect(ctx, protocol.SurfaceInspect)
+	ctx, conn, done, err := o.host.open(cmd)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer done()
 	hint := o.host.rootHint()
 	var created protocol.CatalogConnectionCommitted
 	var hadDefault bool
@@ -526,13 +524,11 @@ func newConnectionListCommand() *cobra.Command {
   maka connection list --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := interruptible(cmd.Context())
-			defer stop()
-			conn, err := h.connect(ctx, protocol.SurfaceInspect)
+			ctx, conn, done, err := h.open(cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
+			defer done()
 			cat, err := readCatalog(ctx, conn)
 			if err != nil {
 				return callError(ctx, "cannot read the connection catalog", err)

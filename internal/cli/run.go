@@ -100,6 +100,17 @@ func (h *hostFlags) connect(ctx context.Context, surface protocol.Surface) (*cli
 	return res.Conn, nil
 }
 
+// open connects for one command (surface inspect): ctx ends on Ctrl-C or
+// SIGTERM, and done closes the connection and stops listening for them.
+func (h *hostFlags) open(cmd *cobra.Command) (ctx context.Context, conn *client.Conn, done func(), err error) {
+	ctx, stop := interruptible(cmd.Context())
+	if conn, err = h.connect(ctx, protocol.SurfaceInspect); err != nil {
+		stop()
+		return ctx, nil, nil, err
+	}
+	return ctx, conn, func() { conn.Close(); stop() }, nil
+}
+
 // waitReady polls host.status until the host is ready (a freshly started
 // host recovers its sessions first).
 func waitReady(ctx context.Context, c *client.Conn) error {

@@ -148,13 +148,11 @@ func sessionsList(cmd *cobra.Command, o *sessionsOptions) error {
 	if o.limit < 0 {
 		return exitf(2, "--limit must not be negative")
 	}
-	ctx, stop := interruptible(cmd.Context())
-	defer stop()
-	conn, err := o.host.connect(ctx, protocol.SurfaceInspect)
+	ctx, conn, done, err := o.host.open(cmd)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer done()
 	list, err := listSessions(ctx, conn, o.all, o.limit, nil)
 	if err != nil {
 		return callError(ctx, "cannot list sessions", err)
@@ -227,13 +225,11 @@ func sessionsShow(cmd *cobra.Command, o *sessionsOptions, id string, messages in
 	if messages < 0 {
 		return exitf(2, "--messages must not be negative")
 	}
-	ctx, stop := interruptible(cmd.Context())
-	defer stop()
-	conn, err := o.host.connect(ctx, protocol.SurfaceInspect)
+	ctx, conn, done, err := o.host.open(cmd)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer done()
 	sum, err := getSession(ctx, conn, id)
 	if err != nil {
 		var ee *exitError
@@ -334,13 +330,11 @@ func lifecycleCommand(o *sessionsOptions, action protocol.SessionLifecycleAction
 			if err := sessionIDArg(id); err != nil {
 				return err
 			}
-			ctx, stop := interruptible(cmd.Context())
-			defer stop()
-			conn, err := o.host.connect(ctx, protocol.SurfaceInspect)
+			ctx, conn, done, err := o.host.open(cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
+			defer done()
 			res, err := conn.Call(ctx, protocol.OpSessionLifecycleSet, protocol.SessionLifecycleSetInput{SessionID: id, Action: action})
 			switch {
 			case client.IsCode(err, protocol.ErrNotFound):

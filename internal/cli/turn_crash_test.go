@@ -25,38 +25,12 @@ func turnCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// configureFakeModel makes the openai-compatible server at baseURL, model
-// m1, the host's default model target, with an API key.
+// configureFakeModel makes the openai-compatible server at baseURL the
+// host's default model target.
 func configureFakeModel(t *testing.T, c *client.Conn, baseURL string) {
 	t.Helper()
-	ctx := turnCtx(t)
-	q, err := c.QueryConnectionCatalog(ctx, protocol.CatalogQueryInput{})
-	page, ok := q.(protocol.CatalogPage)
-	if err != nil || !ok {
-		t.Fatalf("catalog query: %#v %v", q, err)
-	}
-	res, err := c.CreateConnection(ctx, protocol.CatalogCreateInput{
-		ExpectedCatalogRevision: page.Revision,
-		Connection: protocol.ConnectionDraft{Slug: "fake", Name: "Fake", ProviderType: "openai-compatible",
-			BaseURL: baseURL, Enabled: true, EnabledModelIDs: []string{"m1"}},
-	})
-	created, ok := res.(protocol.CatalogConnectionCommitted)
-	if err != nil || !ok {
-		t.Fatalf("connection create: %#v %v", res, err)
-	}
-	set, err := c.SetDefaultConnectionTarget(ctx, protocol.CatalogSetDefaultTargetInput{
-		ExpectedCatalogRevision: created.CatalogRevision,
-		Target:                  &protocol.ConnectionTarget{ConnectionID: created.Connection.ConnectionID, ModelID: "m1"},
-	})
-	if _, ok := set.(protocol.CatalogCommitted); err != nil || !ok {
-		t.Fatalf("set default target: %#v %v", set, err)
-	}
-	cred, err := c.SetCredential(ctx, protocol.CredentialVaultSetInput{
-		Locator: protocol.ConnectionCredential(created.Connection.ConnectionID, protocol.CredentialKindAPIKey),
-		Secret:  "sk-crash-test",
-	})
-	if _, ok := cred.(protocol.CredentialCommitted); err != nil || !ok {
-		t.Fatalf("credential set: %#v %v", cred, err)
+	if err := modeltest.Configure(turnCtx(t), c, baseURL, "sk-crash-test"); err != nil {
+		t.Fatal(err)
 	}
 }
 

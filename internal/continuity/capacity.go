@@ -14,22 +14,21 @@ import (
 // interaction) with it before they make the candidate canonical, so that
 // every later refresh, the terminal publication included, still fits.
 func SnapshotFits(p Projection) (bool, error) {
-	variants := []*protocol.TurnSnapshot{p.RootTurn}
-	if p.RootTurn != nil {
+	root := p.RootTurn
+	if root != nil {
+		// The largest form of any root: cancelled, with a terminal event
+		// id and an abort source at their bounds. It encodes longer than
+		// the running form (two more fields) and than the failed one
+		// ("cancelled" and "abortSource" together are two bytes longer
+		// than "failed" and "failureClass").
 		long := strings.Repeat("x", 128)
-		failed, cancelled := *p.RootTurn, *p.RootTurn
-		failed.Status, failed.TerminalEventID, failed.FailureClass, failed.AbortSource = protocol.TurnFailed, long, long, ""
-		cancelled.Status, cancelled.TerminalEventID, cancelled.FailureClass, cancelled.AbortSource = protocol.TurnCancelled, long, "", long
-		variants = append(variants, &failed, &cancelled)
+		largest := *root
+		largest.Status, largest.TerminalEventID, largest.FailureClass, largest.AbortSource = protocol.TurnCancelled, long, "", long
+		root = &largest
 	}
-	for _, root := range variants {
-		n, err := protocol.EncodedSize(protocol.SessionContinuitySnapshot{
-			SchemaVersion: protocol.SessionContinuitySchemaVersion, Session: p.Session,
-			ProjectionRevision: protocol.MaxSafeInteger, RootTurn: root, Queue: p.Queue, Interactions: p.Interactions,
-		})
-		if err != nil || n > protocol.SessionContinuitySnapshotMaxBytes {
-			return false, err
-		}
-	}
-	return true, nil
+	n, err := protocol.EncodedSize(protocol.SessionContinuitySnapshot{
+		SchemaVersion: protocol.SessionContinuitySchemaVersion, Session: p.Session,
+		ProjectionRevision: protocol.MaxSafeInteger, RootTurn: root, Queue: p.Queue, Interactions: p.Interactions,
+	})
+	return err == nil && n <= protocol.SessionContinuitySnapshotMaxBytes, err
 }

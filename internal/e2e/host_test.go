@@ -98,52 +98,12 @@ func opCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// configureModel creates the connection "fake" (openai-compatible, model
-// m1) at baseURL, makes it the default target and stores its API key.
+// configureModel makes the fake model at baseURL the host's default
+// target, with apiKey.
 func configureModel(t *testing.T, c *client.Conn, baseURL string) {
 	t.Helper()
-	ctx := opCtx(t)
-	q, err := c.QueryConnectionCatalog(ctx, protocol.CatalogQueryInput{})
-	if err != nil {
-		t.Fatalf("catalog query: %v", err)
-	}
-	page, ok := q.(protocol.CatalogPage)
-	if !ok {
-		t.Fatalf("catalog query: %#v", q)
-	}
-	created, err := c.CreateConnection(ctx, protocol.CatalogCreateInput{
-		ExpectedCatalogRevision: page.Revision,
-		Connection: protocol.ConnectionDraft{
-			Slug: "fake", Name: "Fake model", ProviderType: "openai-compatible",
-			BaseURL: baseURL, Enabled: true, EnabledModelIDs: []string{"m1"},
-		},
-	})
-	if err != nil {
-		t.Fatalf("connection create: %v", err)
-	}
-	conn, ok := created.(protocol.CatalogConnectionCommitted)
-	if !ok {
-		t.Fatalf("connection create: %#v", created)
-	}
-	set, err := c.SetDefaultConnectionTarget(ctx, protocol.CatalogSetDefaultTargetInput{
-		ExpectedCatalogRevision: conn.CatalogRevision,
-		Target:                  &protocol.ConnectionTarget{ConnectionID: conn.Connection.ConnectionID, ModelID: "m1"},
-	})
-	if err != nil {
-		t.Fatalf("set default target: %v", err)
-	}
-	if _, ok := set.(protocol.CatalogCommitted); !ok {
-		t.Fatalf("set default target: %#v", set)
-	}
-	cred, err := c.SetCredential(ctx, protocol.CredentialVaultSetInput{
-		Locator: protocol.ConnectionCredential(conn.Connection.ConnectionID, protocol.CredentialKindAPIKey),
-		Secret:  apiKey,
-	})
-	if err != nil {
-		t.Fatalf("credential set: %v", err)
-	}
-	if st, ok := cred.(protocol.CredentialCommitted); !ok || !st.Status.Configured {
-		t.Fatalf("credential set: %#v", cred)
+	if err := modeltest.Configure(opCtx(t), c, baseURL, apiKey); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -1,9 +1,9 @@
 package model
 
 import (
+	"github.com/maka-agent/maka/protocol"
 	"regexp"
 	"strings"
-	"unicode/utf8"
 )
 
 // secretPatterns match credentials that providers sometimes echo back in
@@ -43,11 +43,7 @@ func scrubMessage(s string) string {
 	s = strings.TrimSpace(s)
 	if len(s) > maxFailureMessage {
 		const ellipsis = "…"
-		cut := maxFailureMessage - len(ellipsis)
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + ellipsis
+		s = protocol.TruncateUTF8(s, maxFailureMessage-len(ellipsis)) + ellipsis
 	}
 	return s
 }

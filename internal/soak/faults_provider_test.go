@@ -1,69 +1,18 @@
 package soak_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/maka-agent/maka/client"
 	"github.com/maka-agent/maka/internal/domain"
 	"github.com/maka-agent/maka/internal/host"
 	"github.com/maka-agent/maka/internal/model"
 	"github.com/maka-agent/maka/internal/modeltest"
 	"github.com/maka-agent/maka/protocol"
 )
-
-// configureModel creates the connection "fake" (openai-compatible, model
-// m1) at baseURL, makes it the default target and stores an API key.
-func configureModel(ctx context.Context, c *client.Conn, baseURL string) error {
-	q, err := c.QueryConnectionCatalog(ctx, protocol.CatalogQueryInput{})
-	if err != nil {
-		return err
-	}
-	page, ok := q.(protocol.CatalogPage)
-	if !ok {
-		return fmt.Errorf("catalog query: %#v", q)
-	}
-	created, err := c.CreateConnection(ctx, protocol.CatalogCreateInput{
-		ExpectedCatalogRevision: page.Revision,
-		Connection: protocol.ConnectionDraft{
-			Slug: "fake", Name: "Fake model", ProviderType: "openai-compatible",
-			BaseURL: baseURL, Enabled: true, EnabledModelIDs: []string{"m1"},
-		},
-	})
-	if err != nil {
-		return err
-	}
-	conn, ok := created.(protocol.CatalogConnectionCommitted)
-	if !ok {
-		return fmt.Errorf("connection create: %#v", created)
-	}
-	set, err := c.SetDefaultConnectionTarget(ctx, protocol.CatalogSetDefaultTargetInput{
-		ExpectedCatalogRevision: conn.CatalogRevision,
-		Target:                  &protocol.ConnectionTarget{ConnectionID: conn.Connection.ConnectionID, ModelID: "m1"},
-	})
-	if err != nil {
-		return err
-	}
-	if _, ok := set.(protocol.CatalogCommitted); !ok {
-		return fmt.Errorf("set default target: %#v", set)
-	}
-	cred, err := c.SetCredential(ctx, protocol.CredentialVaultSetInput{
-		Locator: protocol.ConnectionCredential(conn.Connection.ConnectionID, protocol.CredentialKindAPIKey),
-		Secret:  "sk-soak-fake-key",
-	})
-	if err != nil {
-		return err
-	}
-	if st, ok := cred.(protocol.CredentialCommitted); !ok || !st.Status.Configured {
-		return errors.New("credential set: not configured")
-	}
-	return nil
-}
 
 // Watchdog and retry options of the provider fault tests: a stream that
 // stays silent for a second is cut, a failed attempt is retried once
@@ -131,7 +80,7 @@ func TestProviderFaults(t *testing.T) {
 	r := newRig(t, newRoot(t), domain.Options{HTTPClient: &http.Client{Transport: tr}, Step: faultStep}, host.Options{})
 	r.start()
 	c := r.dial()
-	if err := configureModel(opCtx(t), c, srv.BaseURL()); err != nil {
+	if err := modeltest.Configure(opCtx(t), c, srv.BaseURL(), "sk-soak-fake-key"); err != nil {
 		t.Fatalf("configure the model: %v", err)
 	}
 

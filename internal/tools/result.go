@@ -80,15 +80,7 @@ func truncateChars(s string, n int) string {
 
 // truncateBytes cuts s to at most n bytes without splitting a UTF-8
 // sequence.
-func truncateBytes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
+func truncateBytes(s string, n int) string { return protocol.TruncateUTF8(s, n) }
 
 // Patterns that complement protocol.RedactSecrets: whole private key
 // blocks and the values of key=value / key: value credential assignments.

@@ -2,9 +2,9 @@ package tools
 
 import (
 	"encoding/json"
+	"github.com/maka-agent/maka/protocol"
 	"strings"
 	"unicode"
-	"unicode/utf8"
 )
 
 // SummaryMaxBytes bounds a call summary (the wire bound of a tool event's
@@ -34,11 +34,7 @@ func Summary(tool Tool, args json.RawMessage) string {
 	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
 	s = Redact(s)
 	if len(s) > SummaryMaxBytes {
-		cut := SummaryMaxBytes - len("…")
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
+		s = protocol.TruncateUTF8(s, SummaryMaxBytes-len("…")) + "…"
 	}
 	return s
 }

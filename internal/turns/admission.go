@@ -155,14 +155,7 @@ func (r runRow) snapshot(sessionID, turnID, runID string) (protocol.TurnSnapshot
 // truncate cuts s to at most n bytes on a rune boundary; an empty result
 // becomes "unknown" (the wire needs a non-empty value).
 func truncate(s string, n int) string {
-	if len(s) > n {
-		i := n
-		for i > 0 && s[i]&0xC0 == 0x80 {
-			i--
-		}
-		s = s[:i]
-	}
-	if s == "" {
+	if s = protocol.TruncateUTF8(s, n); s == "" {
 		return "unknown"
 	}
 	return s

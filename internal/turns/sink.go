@@ -2,6 +2,7 @@ package turns
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"github.com/maka-agent/maka/internal/failpoint"
 	"sync"
@@ -124,7 +125,7 @@ func validArgs(raw []byte) []byte {
 	if len(raw) == 0 {
 		return nil
 	}
-	if _, err := protocol.Parse(raw); err != nil {
+	if !json.Valid(raw) {
 		return nil
 	}
 	return raw

@@ -1,0 +1,58 @@
+package modeltest
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/maka-agent/maka/client"
+	"github.com/maka-agent/maka/protocol"
+)
+
+// Configure makes the OpenAI-compatible endpoint at baseURL, model "m1",
+// the default model target of the host c is connected to: it creates the
+// connection "fake", sets the default target and stores apiKey.
+func Configure(ctx context.Context, c *client.Conn, baseURL, apiKey string) error {
+	q, err := c.QueryConnectionCatalog(ctx, protocol.CatalogQueryInput{})
+	if err != nil {
+		return fmt.Errorf("catalog query: %w", err)
+	}
+	page, ok := q.(protocol.CatalogPage)
+	if !ok {
+		return fmt.Errorf("catalog query: %#v", q)
+	}
+	created, err := c.CreateConnection(ctx, protocol.CatalogCreateInput{
+		ExpectedCatalogRevision: page.Revision,
+		Connection: protocol.ConnectionDraft{
+			Slug: "fake", Name: "Fake model", ProviderType: "openai-compatible",
+			BaseURL: baseURL, Enabled: true, EnabledModelIDs: []string{"m1"},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("connection create: %w", err)
+	}
+	conn, ok := created.(protocol.CatalogConnectionCommitted)
+	if !ok {
+		return fmt.Errorf("connection create: %#v", created)
+	}
+	set, err := c.SetDefaultConnectionTarget(ctx, protocol.CatalogSetDefaultTargetInput{
+		ExpectedCatalogRevision: conn.CatalogRevision,
+		Target:                  &protocol.ConnectionTarget{ConnectionID: conn.Connection.ConnectionID, ModelID: "m1"},
+	})
+	if err != nil {
+		return fmt.Errorf("set default target: %w", err)
+	}
+	if _, ok := set.(protocol.CatalogCommitted); !ok {
+		return fmt.Errorf("set default target: %#v", set)
+	}
+	cred, err := c.SetCredential(ctx, protocol.CredentialVaultSetInput{
+		Locator: protocol.ConnectionCredential(conn.Connection.ConnectionID, protocol.CredentialKindAPIKey),
+		Secret:  apiKey,
+	})
+	if err != nil {
+		return fmt.Errorf("credential set: %w", err)
+	}
+	if st, ok := cred.(protocol.CredentialCommitted); !ok || !st.Status.Configured {
+		return fmt.Errorf("credential set: %#v", cred)
+	}
+	return nil
+}
