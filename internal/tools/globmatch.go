@@ -185,8 +185,10 @@ func matchSegment(pat, name string) bool {
 			}
 		}
 		if starPx >= 0 && starNx < len(name) {
-			_, w := utf8.DecodeRuneInString(name[starNx:])
-			starNx += w
+			// A star gives up one byte at a time, as path.Match does: in
+			// valid UTF-8 only whole runes can then match the rest, and
+			// invalid bytes behave exactly as path.Match treats them.
+			starNx++
 			px, nx = starPx+1, starNx
 			continue
 		}
