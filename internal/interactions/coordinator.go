@@ -14,6 +14,7 @@
 //   - answer.go: interaction.query and interaction.answer.
 //   - closure.go: committing outcomes, run closure and restart recovery.
 //   - review.go: the wire form of permission and question requests.
+//   - reader.go: the cached point read of a canonical permission decision.
 //   - record.go, schema.go: the interactions table.
 package interactions
 
@@ -81,12 +82,17 @@ type Options struct {
 	// a new pending interaction still fits the session snapshot (nil: only
 	// the pending list's own bound is checked).
 	ReadProjection continuity.ProjectionReader
+	// PermissionCacheSize bounds the cache of canonical permission
+	// decisions (DefaultPermissionCacheSize when zero or negative).
+	PermissionCacheSize int
 }
 
 // Coordinator is the interaction authority of one host epoch.
 type Coordinator struct {
 	opts Options
 	log  *slog.Logger
+
+	decisions *decisionCache
 
 	mu       sync.Mutex
 	runs     map[string]*runState // by run id: bound runs and closure claims
@@ -136,7 +142,11 @@ func New(opts Options) *Coordinator {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Coordinator{opts: opts, log: opts.Log, runs: make(map[string]*runState), waiters: make(map[string]*waiter)}
+	return &Coordinator{
+		opts: opts, log: opts.Log,
+		decisions: newDecisionCache(opts.PermissionCacheSize, readPermissionDecision(opts.Store)),
+		runs:      make(map[string]*runState), waiters: make(map[string]*waiter),
+	}
 }
 
 // Handlers returns the handlers of interaction.query and
