@@ -1,6 +1,8 @@
 package messages_test
 
 import (
+	"context"
+	"errors"
 	"reflect"
 	"strings"
 	"sync"
@@ -653,5 +655,61 @@ func TestDrainKeepsAcceptedEntriesAndStartsNoSuccessor(t *testing.T) {
 	}
 	if n := f.resid.n.Load(); n != 0 {
 		t.Fatalf("%d residencies held", n)
+	}
+}
+
+// Guarantee 12: a turn that cannot start while a follow-up waits for it
+// (here the successor's admission-and-start write fails) keeps the
+// session's ownership and the follow-up, the host drains, later submits
+// get host_draining, and close fails instead of dropping the message.
+func TestSuccessorThatCannotStartKeepsOwnershipAndTheFollowup(t *testing.T) {
+	f := newFixture(t)
+	f.drainExpected = true
+	f.createSession("s1")
+	g := newGate()
+	f.model.then(hold("working", g))
+	f.start("s1", "t1", "go")
+	g.wait(t)
+	f.mustSubmit(f.submitIn("s1", "a", text("follow-up a"), next))
+	if err := f.st.Write(testCtx(t), func(tx *storeTx) error {
+		_, err := tx.Exec(`CREATE TRIGGER runs_fail BEFORE INSERT ON runs BEGIN SELECT RAISE(ABORT, 'runs unavailable'); END`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	g.open()
+	if err := f.turns.WaitIdle(testCtx(t), "s1"); err == nil {
+		t.Fatal("the session went idle: the follow-up's turn was dropped")
+	}
+	if f.drains.Load() == 0 {
+		t.Fatal("the host was not asked to drain")
+	}
+	if !f.turns.ActiveRoot("s1") {
+		t.Fatal("the session lost its active root")
+	}
+	if q := f.msgs.Projection("s1"); len(q.Followup) != 1 || q.Followup[0].MessageID != "a" {
+		t.Fatalf("the follow-up is not kept: %+v", q)
+	}
+	if n := f.count(`SELECT COUNT(*) FROM turn_admissions`); n != 1 {
+		t.Fatalf("%d admissions: the failed successor left a trace", n)
+	}
+	// The composition answers the drain request by draining.
+	f.turns.BeginDrain()
+	_, err := f.submit(f.submitIn("s1", "b", text("later"), next))
+	expectErr(t, "submit after the failed start", err, protocol.ErrHostDraining, "")
+
+	f.closed = true
+	ctx, cancel := context.WithTimeout(context.Background(), failAfter)
+	defer cancel()
+	turnsErr, msgsErr := f.turns.Close(ctx), f.msgs.Close(ctx)
+	f.cont.Close()
+	if err := errors.Join(f.gate.Close(ctx), f.st.Close(ctx)); err != nil {
+		t.Fatal(err)
+	}
+	if turnsErr == nil || msgsErr == nil {
+		t.Fatalf("close succeeded with an accepted follow-up left (turns: %v, messages: %v)", turnsErr, msgsErr)
+	}
+	if n := f.resid.n.Load(); n != 2 {
+		t.Fatalf("%d residencies held, want the stuck root's and its queue's", n)
 	}
 }
