@@ -49,10 +49,11 @@ func (c *Composition) resolveModel(ctx context.Context, target protocol.ModelTar
 	if modelID == "" {
 		return turns.Resolved{}, fmt.Errorf("no model is chosen for connection %q", conn.Slug)
 	}
-	cfg := model.Config{ProviderType: conn.ProviderType, BaseURL: conn.BaseURL, HTTPClient: c.httpClient}
+	cfg := model.Config{ProviderType: conn.ProviderType, BaseURL: conn.BaseURL, Model: modelID, HTTPClient: c.httpClient}
 	for _, m := range conn.Models {
 		if m.ID == modelID {
 			cfg.APIProtocol = m.APIProtocol
+			cfg.Reasoning = m.Capabilities != nil && m.Capabilities.Reasoning != nil && *m.Capabilities.Reasoning
 		}
 	}
 	switch protocol.ProviderAuth(conn.ProviderType) {

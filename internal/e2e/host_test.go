@@ -38,6 +38,13 @@ type testHost struct {
 // the end of the test: clients, then the host, then the model server.
 func newHost(t *testing.T, reply func(*modeltest.Request) modeltest.Reply) *testHost {
 	t.Helper()
+	return newHostSpeaking(t, "openai-compatible", reply)
+}
+
+// newHostSpeaking is newHost with the connection's provider type
+// ("openai-responses-compatible": the Responses API).
+func newHostSpeaking(t *testing.T, providerType string, reply func(*modeltest.Request) modeltest.Reply) *testHost {
+	t.Helper()
 	// Registered first, so it runs last: no idle model connection outlives
 	// the test.
 	transport := &http.Transport{}
@@ -74,7 +81,9 @@ func newHost(t *testing.T, reply func(*modeltest.Request) modeltest.Reply) *test
 	})
 	h := &testHost{t: t, root: root, model: srv}
 	h.conn = h.dial()
-	configureModel(t, h.conn, srv.BaseURL())
+	if err := modeltest.ConfigureProvider(opCtx(t), h.conn, providerType, srv.BaseURL(), apiKey); err != nil {
+		t.Fatal(err)
+	}
 	return h
 }
 
@@ -96,15 +105,6 @@ func opCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), failAfter)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// configureModel makes the fake model at baseURL the host's default
-// target, with apiKey.
-func configureModel(t *testing.T, c *client.Conn, baseURL string) {
-	t.Helper()
-	if err := modeltest.Configure(opCtx(t), c, baseURL, apiKey); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // createSession creates a session working in a fresh directory with the

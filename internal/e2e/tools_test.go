@@ -26,8 +26,18 @@ func args(t *testing.T, v map[string]any) string {
 // which the model writes a file, reads it back, runs a command over it and
 // answers: a subscriber opened before the start sees every step in order,
 // the model receives each tool's real result, the file is on disk, and the
-// transcript holds the whole turn.
+// transcript holds the whole turn. The model speaks Chat Completions, then
+// the Responses API.
 func TestToolTurnIsStreamedAndRecorded(t *testing.T) {
+	for _, api := range []struct{ name, providerType string }{
+		{"chat", "openai-compatible"},
+		{"responses", "openai-responses-compatible"},
+	} {
+		t.Run(api.name, func(t *testing.T) { toolTurnIsStreamedAndRecorded(t, api.providerType, api.name) })
+	}
+}
+
+func toolTurnIsStreamedAndRecorded(t *testing.T, providerType, api string) {
 	const (
 		file    = "notes/hello.txt"
 		content = "hello from the model\n"
@@ -42,7 +52,7 @@ func TestToolTurnIsStreamedAndRecorded(t *testing.T) {
 		{"Running a command. ", modeltest.Call{ID: "call_bash", Name: "Bash", Arguments: args(t, map[string]any{"command": "echo hi && cat " + file})}},
 	}
 	final := []string{"All ", "done: ", "the note says hello."}
-	h := newHost(t, func(req *modeltest.Request) modeltest.Reply {
+	h := newHostSpeaking(t, providerType, func(req *modeltest.Request) modeltest.Reply {
 		n := len(req.ToolResultsSinceUser())
 		if n < len(steps) {
 			call := steps[n].call
@@ -118,6 +128,11 @@ func TestToolTurnIsStreamedAndRecorded(t *testing.T) {
 	seen := h.model.Seen()
 	if len(seen) != 4 {
 		t.Fatalf("the model got %d requests, want 4", len(seen))
+	}
+	for i, r := range seen {
+		if r.API != api {
+			t.Fatalf("request %d went to the %s endpoint, want %s", i, r.API, api)
+		}
 	}
 	first := seen[0]
 	if first.Authorization != "Bearer "+apiKey || first.Model != "m1" || !first.Stream || first.LastUser() != prompt {

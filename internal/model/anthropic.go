@@ -183,17 +183,8 @@ func (p *anthropicProvider) Stream(ctx context.Context, req Request, emit func(E
 			return Finish{}, err
 		}
 	}
-	if err := stream.Err(); err != nil {
-		if ctx.Err() != nil {
-			return Finish{}, context.Cause(ctx)
-		}
-		return Finish{}, Classify(err)
-	}
-	if ctx.Err() != nil {
-		return Finish{}, context.Cause(ctx)
-	}
-	if !sawStop {
-		return Finish{}, &Failure{Kind: FailureNetwork, Message: "the model stream ended before message_stop"}
+	if err := streamEnd(ctx, stream.Err(), sawStop, "the model stream ended before message_stop"); err != nil {
+		return Finish{}, err
 	}
 	return Finish{Reason: anthropicFinish(stopRaw), RawReason: stopRaw, Usage: usage}, nil
 }

@@ -35,6 +35,12 @@ type openAIChat struct {
 // protocol (OpenAI and the many compatible servers). It never retries on
 // its own and reads nothing from the environment.
 func NewOpenAIChat(cfg OpenAIConfig) Provider {
+	return &openAIChat{svc: openai.NewChatCompletionService(cfg.options()...)}
+}
+
+// options are the SDK's request options for cfg: its endpoint, key,
+// headers and HTTP client, and no retries of the SDK's own.
+func (cfg OpenAIConfig) options() []option.RequestOption {
 	client := cfg.HTTPClient
 	if client == nil {
 		client = http.DefaultClient
@@ -50,7 +56,7 @@ func NewOpenAIChat(cfg OpenAIConfig) Provider {
 	for _, k := range sortedKeys(cfg.Headers) {
 		opts = append(opts, option.WithHeader(k, cfg.Headers[k]))
 	}
-	return &openAIChat{svc: openai.NewChatCompletionService(opts...)}
+	return opts
 }
 
 // Stream implements Provider.
@@ -126,18 +132,31 @@ func (p *openAIChat) Stream(ctx context.Context, req Request, emit func(Event) e
 			}
 		}
 	}
-	if err := stream.Err(); err != nil {
-		if ctx.Err() != nil {
-			return Finish{}, context.Cause(ctx)
-		}
-		return Finish{}, Classify(err)
+	if err := streamEnd(ctx, stream.Err(), sawFinish, "the model stream ended without a finish reason"); err != nil {
+		return Finish{}, err
 	}
-	if ctx.Err() != nil {
-		return Finish{}, context.Cause(ctx)
+	if err := emitCalls(emit, calls); err != nil {
+		return Finish{}, err
 	}
-	if !sawFinish {
-		return Finish{}, &Failure{Kind: FailureNetwork, Message: "the model stream ended without a finish reason"}
+	reason := openAIFinish(finishRaw)
+	if reason == FinishStop && len(calls) > 0 {
+		// Some servers report "stop" for a step that called tools.
+		reason = FinishToolCalls
 	}
+	return Finish{Reason: reason, RawReason: finishRaw, Usage: usage}, nil
+}
+
+// openAICall is a tool call being streamed (Chat Completions and
+// Responses).
+type openAICall struct {
+	id, name string
+	args     []byte
+	done     bool // arguments complete (Responses: arguments.done or output_item.done)
+}
+
+// emitCalls emits the streamed calls in the order of their stream index;
+// a call without an id is named call_N, one without arguments gets {}.
+func emitCalls(emit func(Event) error, calls map[int64]*openAICall) error {
 	keys := make([]int64, 0, len(calls))
 	for k := range calls {
 		keys = append(keys, k)
@@ -154,20 +173,10 @@ func (p *openAIChat) Stream(ctx context.Context, req Request, emit func(Event) e
 			input = json.RawMessage("{}")
 		}
 		if err := emit(Event{Kind: EventToolCall, ToolCall: ToolCall{ID: id, Name: c.name, Input: input}}); err != nil {
-			return Finish{}, err
+			return err
 		}
 	}
-	reason := openAIFinish(finishRaw)
-	if reason == FinishStop && len(calls) > 0 {
-		// Some servers report "stop" for a step that called tools.
-		reason = FinishToolCalls
-	}
-	return Finish{Reason: reason, RawReason: finishRaw, Usage: usage}, nil
-}
-
-type openAICall struct {
-	id, name string
-	args     []byte
+	return nil
 }
 
 func findCallByID(calls map[int64]*openAICall, id string) (int64, bool) {
@@ -300,4 +309,19 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// streamEnd is the outcome of a provider stream that stopped: ctx's cause
+// when the step was cancelled, the classified stream error, a network
+// failure (what) when the stream ended before its final event, else nil.
+func streamEnd(ctx context.Context, err error, complete bool, what string) error {
+	switch {
+	case ctx.Err() != nil:
+		return context.Cause(ctx)
+	case err != nil:
+		return Classify(err)
+	case !complete:
+		return &Failure{Kind: FailureNetwork, Message: what}
+	}
+	return nil
 }

@@ -31,6 +31,12 @@ type Config struct {
 	APIKey string
 	// APIProtocol is the model's declared protocol, or "".
 	APIProtocol string
+	// Model is the model id; with the "openai" type and no declared
+	// protocol it chooses between the Chat Completions and Responses APIs.
+	Model string
+	// Reasoning reports that the model reasons (its declared capability);
+	// the Responses API then asks for reasoning summaries.
+	Reasoning bool
 	// HTTPClient defaults to http.DefaultClient.
 	HTTPClient *http.Client
 }
@@ -44,38 +50,40 @@ var unsupportedTypes = map[string]bool{
 	"gemini-cli":          true,
 }
 
-// unsupportedDefaultTypes have no Chat Completions or Messages endpoint
-// unless the model declares one of those protocols.
+// unsupportedDefaultTypes have no Chat Completions, Responses or Messages
+// endpoint unless the model declares one of those protocols.
 var unsupportedDefaultTypes = map[string]bool{
-	"openai-responses-compatible": true,
-	"google":                      true,
-	"cohere":                      true,
+	"google": true,
+	"cohere": true,
 }
 
-// New returns the Provider for cfg: the Anthropic Messages API for the
-// "anthropic-messages" protocol and the anthropic and anthropic-compatible
-// provider types; an error wrapping ErrUnsupportedProvider for the OpenAI
-// Responses API and for provider types that need it or a flow of their own
-// (openai-responses-compatible, openai-codex, claude-subscription,
-// github-copilot, gemini-cli, google, cohere); else OpenAI-style Chat
-// Completions (the "openai" type included). An empty BaseURL takes the
-// provider type's default; a type without one is an error.
+// New returns the Provider for cfg:
+//   - the Anthropic Messages API for the "anthropic-messages" protocol and
+//     the anthropic and anthropic-compatible provider types;
+//   - the OpenAI Responses API for the "openai-responses" protocol, the
+//     openai-responses-compatible type, and OpenAI's own gpt-5, o-series
+//     and codex models when no protocol is declared;
+//   - an error wrapping ErrUnsupportedProvider for provider types that need
+//     a flow of their own (openai-codex, claude-subscription,
+//     github-copilot, gemini-cli) or a protocol not implemented (google and
+//     cohere unless a model declares one of the above);
+//   - else OpenAI-style Chat Completions.
+//
+// An empty BaseURL takes the provider type's default; a type without one
+// is an error.
 func New(cfg Config) (Provider, error) {
 	typ := strings.TrimSpace(cfg.ProviderType)
 	proto := strings.TrimSpace(cfg.APIProtocol)
-	anthropicWire := false
 	switch {
 	case unsupportedTypes[typ]:
 		return nil, fmt.Errorf("%w: provider type %q", ErrUnsupportedProvider, typ)
-	case proto == ProtocolOpenAIResponses:
-		return nil, fmt.Errorf("%w: the %s protocol (OpenAI Responses API) is not implemented; declare %s to use Chat Completions", ErrUnsupportedProvider, proto, ProtocolOpenAIChat)
-	case proto == ProtocolAnthropicMessages:
-		anthropicWire = true
-	case proto == ProtocolOpenAIChat:
+	case proto == ProtocolOpenAIResponses, proto == ProtocolAnthropicMessages, proto == ProtocolOpenAIChat:
 	case proto != "":
 		return nil, fmt.Errorf("%w: unknown API protocol %q", ErrUnsupportedProvider, proto)
 	case typ == "anthropic" || typ == "anthropic-compatible":
-		anthropicWire = true
+		proto = ProtocolAnthropicMessages
+	case typ == "openai-responses-compatible" || (typ == "openai" && responsesOnly(cfg.Model)):
+		proto = ProtocolOpenAIResponses
 	case unsupportedDefaultTypes[typ]:
 		return nil, fmt.Errorf("%w: provider type %q", ErrUnsupportedProvider, typ)
 	}
@@ -86,8 +94,33 @@ func New(cfg Config) (Provider, error) {
 	if base == "" {
 		return nil, errors.New("connection has no base URL")
 	}
-	if anthropicWire {
+	oc := OpenAIConfig{BaseURL: base, APIKey: cfg.APIKey, HTTPClient: cfg.HTTPClient}
+	switch proto {
+	case ProtocolAnthropicMessages:
 		return NewAnthropic(AnthropicConfig{BaseURL: base, APIKey: cfg.APIKey, HTTPClient: cfg.HTTPClient}), nil
+	case ProtocolOpenAIResponses:
+		return NewOpenAIResponses(oc, cfg.Reasoning || reasoningModel(cfg.Model)), nil
 	}
-	return NewOpenAIChat(OpenAIConfig{BaseURL: base, APIKey: cfg.APIKey, HTTPClient: cfg.HTTPClient}), nil
+	return NewOpenAIChat(oc), nil
+}
+
+// responsesOnly reports whether an OpenAI model id is best (or only)
+// served by the Responses API: the gpt-5 family, the o-series reasoning
+// models and the codex models.
+func responsesOnly(model string) bool {
+	m := strings.ToLower(strings.TrimSpace(model))
+	return strings.HasPrefix(m, "gpt-5") || strings.Contains(m, "codex") || reasoningModel(m)
+}
+
+// reasoningModel reports whether an OpenAI model id names a reasoning
+// model (o1, o3, o4-mini, gpt-5 except its chat variants, codex).
+func reasoningModel(model string) bool {
+	m := strings.ToLower(strings.TrimSpace(model))
+	switch {
+	case len(m) >= 2 && m[0] == 'o' && m[1] >= '1' && m[1] <= '9':
+		return true
+	case strings.HasPrefix(m, "gpt-5"):
+		return !strings.Contains(m, "chat")
+	}
+	return strings.Contains(m, "codex")
 }

@@ -21,8 +21,16 @@ func TestNewSelectsProvider(t *testing.T) {
 		{name: "declared messages protocol", cfg: Config{ProviderType: "openrouter", BaseURL: "https://relay.example", APIProtocol: "anthropic-messages"}, want: "anthropic"},
 		{name: "declared chat protocol on google", cfg: Config{ProviderType: "google", BaseURL: "https://g.example/v1beta/openai", APIProtocol: "openai-chat"}, want: "openai"},
 		{name: "compatible with base", cfg: Config{ProviderType: "deepseek", BaseURL: "https://api.deepseek.com"}, want: "openai"},
-		{name: "responses protocol", cfg: Config{ProviderType: "openai", APIProtocol: "openai-responses"}, want: "Responses API", wantErr: true},
-		{name: "responses-compatible", cfg: Config{ProviderType: "openai-responses-compatible", BaseURL: "https://x"}, want: `"openai-responses-compatible"`, wantErr: true},
+		{name: "responses protocol", cfg: Config{ProviderType: "openai", APIProtocol: "openai-responses", Model: "gpt-4o"}, want: "responses"},
+		{name: "responses-compatible", cfg: Config{ProviderType: "openai-responses-compatible", BaseURL: "https://x"}, want: "responses"},
+		{name: "openai gpt-5", cfg: Config{ProviderType: "openai", Model: "gpt-5-mini"}, want: "responses reasoning"},
+		{name: "openai gpt-5 chat variant", cfg: Config{ProviderType: "openai", Model: "gpt-5-chat-latest"}, want: "responses"},
+		{name: "openai o3", cfg: Config{ProviderType: "openai", Model: "o3"}, want: "responses reasoning"},
+		{name: "openai codex", cfg: Config{ProviderType: "openai", Model: "gpt-5.1-codex-max"}, want: "responses reasoning"},
+		{name: "openai gpt-4o", cfg: Config{ProviderType: "openai", Model: "gpt-4o"}, want: "openai"},
+		{name: "openai gpt-5 declared chat", cfg: Config{ProviderType: "openai", Model: "gpt-5", APIProtocol: "openai-chat"}, want: "openai"},
+		{name: "declared reasoning", cfg: Config{ProviderType: "openai-responses-compatible", BaseURL: "https://x", Model: "gpt-oss-120b", Reasoning: true}, want: "responses reasoning"},
+		{name: "gpt-5 elsewhere stays chat", cfg: Config{ProviderType: "openrouter", BaseURL: "https://openrouter.ai/api/v1", Model: "openai/gpt-5"}, want: "openai"},
 		{name: "codex", cfg: Config{ProviderType: "openai-codex"}, want: `"openai-codex"`, wantErr: true},
 		{name: "claude subscription even as messages", cfg: Config{ProviderType: "claude-subscription", APIProtocol: "anthropic-messages"}, want: `"claude-subscription"`, wantErr: true},
 		{name: "copilot", cfg: Config{ProviderType: "github-copilot"}, want: `"github-copilot"`, wantErr: true},
@@ -53,6 +61,11 @@ func TestNewSelectsProvider(t *testing.T) {
 				got = "openai"
 			case *anthropicProvider:
 				got = "anthropic"
+			case *openAIResponses:
+				got = "responses"
+				if p.(*openAIResponses).reasoning {
+					got += " reasoning"
+				}
 			}
 			if got != tt.want {
 				t.Fatalf("New = %T, want %s", p, tt.want)

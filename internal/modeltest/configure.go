@@ -10,8 +10,15 @@ import (
 
 // Configure makes the OpenAI-compatible endpoint at baseURL, model "m1",
 // the default model target of the host c is connected to: it creates the
-// connection "fake", sets the default target and stores apiKey.
+// connection "fake" (Chat Completions), sets the default target and stores
+// apiKey.
 func Configure(ctx context.Context, c *client.Conn, baseURL, apiKey string) error {
+	return ConfigureProvider(ctx, c, "openai-compatible", baseURL, apiKey)
+}
+
+// ConfigureProvider is Configure with the connection's provider type:
+// "openai-responses-compatible" makes the host speak the Responses API.
+func ConfigureProvider(ctx context.Context, c *client.Conn, providerType, baseURL, apiKey string) error {
 	q, err := c.QueryConnectionCatalog(ctx, protocol.CatalogQueryInput{})
 	if err != nil {
 		return fmt.Errorf("catalog query: %w", err)
@@ -23,7 +30,7 @@ func Configure(ctx context.Context, c *client.Conn, baseURL, apiKey string) erro
 	created, err := c.CreateConnection(ctx, protocol.CatalogCreateInput{
 		ExpectedCatalogRevision: page.Revision,
 		Connection: protocol.ConnectionDraft{
-			Slug: "fake", Name: "Fake model", ProviderType: "openai-compatible",
+			Slug: "fake", Name: "Fake model", ProviderType: providerType,
 			BaseURL: baseURL, Enabled: true, EnabledModelIDs: []string{"m1"},
 		},
 	})

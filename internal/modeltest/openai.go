@@ -1,8 +1,9 @@
-// Package modeltest serves a fake OpenAI-compatible chat-completions
-// endpoint that streams real SSE, for end-to-end tests and benchmarks of
-// the host against a model it controls: each request is decoded and handed
-// to a function that decides the reply (text chunks, tool calls, gates that
-// hold the stream, HTTP errors).
+// Package modeltest serves a fake OpenAI-compatible model that streams
+// real SSE, both as Chat Completions (POST /v1/chat/completions) and as
+// the Responses API (POST /v1/responses), for end-to-end tests and
+// benchmarks of the host against a model it controls: each request is
+// decoded into one form and handed to a function that decides the reply
+// (text chunks, tool calls, gates that hold the stream, HTTP errors).
 package modeltest
 
 import (
@@ -54,8 +55,13 @@ type ToolCall struct {
 	} `json:"function"`
 }
 
-// Request is one received chat-completions request.
+// Request is one received request, in the Chat Completions form (a
+// Responses request is translated: instructions become the system message,
+// function calls join the assistant message before them, and function call
+// outputs become tool messages).
 type Request struct {
+	// API is "chat" or "responses": the endpoint that received it.
+	API      string    `json:"-"`
 	Model    string    `json:"model"`
 	Messages []Message `json:"messages"`
 	Tools    []struct {
@@ -164,7 +170,13 @@ func (s *Server) Seen() []*Request {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.requests.Add(1)
-	if r.URL.Path != "/v1/chat/completions" {
+	var decode func([]byte) (*Request, error)
+	switch r.URL.Path {
+	case "/v1/chat/completions":
+		decode = decodeChat
+	case "/v1/responses":
+		decode = decodeResponses
+	default:
 		http.Error(w, `{"error":{"message":"not found"}}`, http.StatusNotFound)
 		return
 	}
@@ -172,16 +184,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	var req Request
-	if err := json.Unmarshal(body, &req); err != nil {
+	req, err := decode(body)
+	if err != nil {
 		http.Error(w, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
 		return
 	}
 	req.Authorization = r.Header.Get("Authorization")
 	s.mu.Lock()
-	s.seen = append(s.seen, &req)
+	s.seen = append(s.seen, req)
 	s.mu.Unlock()
-	rep := s.handle(&req)
+	rep := s.handle(req)
 	if rep.Status >= 400 {
 		if rep.RetryAfter != "" {
 			w.Header().Set("Retry-After", rep.RetryAfter)
@@ -199,17 +211,51 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	fl, _ := w.(http.Flusher)
-	ctx := r.Context()
-	send := func(v any) bool {
-		b, _ := json.Marshal(v)
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-			return false
-		}
-		if fl != nil {
-			fl.Flush()
-		}
-		return true
+	out := &sseWriter{w: w, fl: fl}
+	if req.API == "responses" {
+		s.streamResponses(r.Context(), out, req, rep)
+		return
 	}
+	s.streamChat(r.Context(), out, req, rep)
+}
+
+func decodeChat(body []byte) (*Request, error) {
+	var req Request
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, err
+	}
+	req.API = "chat"
+	return &req, nil
+}
+
+// sseWriter writes flushed SSE events.
+type sseWriter struct {
+	w  io.Writer
+	fl http.Flusher
+}
+
+// send writes one event (named when name is not empty) with v as its
+// JSON data; false when the client has gone.
+func (o *sseWriter) send(name string, v any) bool {
+	b, _ := json.Marshal(v)
+	var err error
+	if name != "" {
+		_, err = fmt.Fprintf(o.w, "event: %s\ndata: %s\n\n", name, b)
+	} else {
+		_, err = fmt.Fprintf(o.w, "data: %s\n\n", b)
+	}
+	if err != nil {
+		return false
+	}
+	if o.fl != nil {
+		o.fl.Flush()
+	}
+	return true
+}
+
+// streamChat answers a Chat Completions request with rep.
+func (s *Server) streamChat(ctx context.Context, out *sseWriter, req *Request, rep Reply) {
+	send := func(v any) bool { return out.send("", v) }
 	id := "chatcmpl-" + strconv.FormatInt(s.requests.Load(), 10)
 	chunk := func(delta map[string]any, finish any) map[string]any {
 		return map[string]any{
@@ -221,37 +267,25 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if !send(chunk(map[string]any{"role": "assistant", "content": ""}, nil)) {
 		return
 	}
-	for _, c := range rep.Chunks {
-		switch {
-		case c.Wait != nil:
-			if !wait(ctx, c.Wait) {
-				return
-			}
-		case c.Flushed != nil:
-			close(c.Flushed)
-		case c.Call != nil:
-			half := len(c.Call.Arguments) / 2
+	ok := play(ctx, rep.Chunks, chunkWriter{
+		call: func(c *Call) bool {
+			half := len(c.Arguments) / 2
 			tc := func(first bool, args string) map[string]any {
 				t := map[string]any{"index": calls, "function": map[string]any{"arguments": args}}
 				if first {
-					t["id"], t["type"] = c.Call.ID, "function"
-					t["function"].(map[string]any)["name"] = c.Call.Name
+					t["id"], t["type"] = c.ID, "function"
+					t["function"].(map[string]any)["name"] = c.Name
 				}
 				return map[string]any{"tool_calls": []any{t}}
 			}
-			if !send(chunk(tc(true, c.Call.Arguments[:half]), nil)) || !send(chunk(tc(false, c.Call.Arguments[half:]), nil)) {
-				return
-			}
 			calls++
-		case c.Thinking != "":
-			if !send(chunk(map[string]any{"reasoning_content": c.Thinking}, nil)) {
-				return
-			}
-		default:
-			if !send(chunk(map[string]any{"content": c.Text}, nil)) {
-				return
-			}
-		}
+			return send(chunk(tc(true, c.Arguments[:half]), nil)) && send(chunk(tc(false, c.Arguments[half:]), nil))
+		},
+		thinking: func(s string) bool { return send(chunk(map[string]any{"reasoning_content": s}, nil)) },
+		text:     func(s string) bool { return send(chunk(map[string]any{"content": s}, nil)) },
+	})
+	if !ok {
+		return
 	}
 	if rep.Cut {
 		return
@@ -271,17 +305,43 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			"usage": map[string]any{"prompt_tokens": rep.Usage.Prompt, "completion_tokens": rep.Usage.Completion,
 				"total_tokens": rep.Usage.Prompt + rep.Usage.Completion}})
 	}
-	io.WriteString(w, "data: [DONE]\n\n")
-	if fl != nil {
-		fl.Flush()
+	io.WriteString(out.w, "data: [DONE]\n\n")
+	if out.fl != nil {
+		out.fl.Flush()
 	}
 }
 
-func wait(ctx context.Context, ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	case <-ctx.Done():
-		return false
+// chunkWriter writes the content chunks of a reply in one wire format;
+// each returns false when the client has gone.
+type chunkWriter struct {
+	text, thinking func(string) bool
+	call           func(*Call) bool
+}
+
+// play writes chunks in order with w, carrying out the pacing ones (Wait,
+// Flushed) itself; false when the request ended.
+func play(ctx context.Context, chunks []Chunk, w chunkWriter) bool {
+	for _, c := range chunks {
+		ok := true
+		switch {
+		case c.Wait != nil:
+			select {
+			case <-c.Wait:
+			case <-ctx.Done():
+				ok = false
+			}
+		case c.Flushed != nil:
+			close(c.Flushed)
+		case c.Call != nil:
+			ok = w.call(c.Call)
+		case c.Thinking != "":
+			ok = w.thinking(c.Thinking)
+		default:
+			ok = w.text(c.Text)
+		}
+		if !ok {
+			return false
+		}
 	}
+	return true
 }
