@@ -62,7 +62,8 @@ var unsupportedDefaultTypes = map[string]bool{
 //     the anthropic and anthropic-compatible provider types;
 //   - the OpenAI Responses API for the "openai-responses" protocol, the
 //     openai-responses-compatible type, and OpenAI's own gpt-5, o-series
-//     and codex models when no protocol is declared;
+//     and codex models (the openai type at its default endpoint) when no
+//     protocol is declared;
 //   - an error wrapping ErrUnsupportedProvider for provider types that need
 //     a flow of their own (openai-codex, claude-subscription,
 //     github-copilot, gemini-cli) or a protocol not implemented (google and
@@ -82,7 +83,7 @@ func New(cfg Config) (Provider, error) {
 		return nil, fmt.Errorf("%w: unknown API protocol %q", ErrUnsupportedProvider, proto)
 	case typ == "anthropic" || typ == "anthropic-compatible":
 		proto = ProtocolAnthropicMessages
-	case typ == "openai-responses-compatible" || (typ == "openai" && responsesOnly(cfg.Model)):
+	case typ == "openai-responses-compatible" || (typ == "openai" && strings.TrimSpace(cfg.BaseURL) == "" && responsesOnly(cfg.Model)):
 		proto = ProtocolOpenAIResponses
 	case unsupportedDefaultTypes[typ]:
 		return nil, fmt.Errorf("%w: provider type %q", ErrUnsupportedProvider, typ)

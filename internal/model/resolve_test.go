@@ -30,6 +30,7 @@ func TestNewSelectsProvider(t *testing.T) {
 		{name: "openai gpt-4o", cfg: Config{ProviderType: "openai", Model: "gpt-4o"}, want: "openai"},
 		{name: "openai gpt-5 declared chat", cfg: Config{ProviderType: "openai", Model: "gpt-5", APIProtocol: "openai-chat"}, want: "openai"},
 		{name: "declared reasoning", cfg: Config{ProviderType: "openai-responses-compatible", BaseURL: "https://x", Model: "gpt-oss-120b", Reasoning: true}, want: "responses reasoning"},
+		{name: "openai gpt-5 at another endpoint stays chat", cfg: Config{ProviderType: "openai", BaseURL: "https://proxy.example/v1", Model: "gpt-5"}, want: "openai"},
 		{name: "gpt-5 elsewhere stays chat", cfg: Config{ProviderType: "openrouter", BaseURL: "https://openrouter.ai/api/v1", Model: "openai/gpt-5"}, want: "openai"},
 		{name: "codex", cfg: Config{ProviderType: "openai-codex"}, want: `"openai-codex"`, wantErr: true},
 		{name: "claude subscription even as messages", cfg: Config{ProviderType: "claude-subscription", APIProtocol: "anthropic-messages"}, want: `"claude-subscription"`, wantErr: true},
