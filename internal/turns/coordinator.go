@@ -90,9 +90,12 @@ type Options struct {
 	// DeltaFlush is how often streamed text is written to the record while
 	// a message streams (0 = 250 ms); the final text is always written.
 	DeltaFlush time.Duration
-	Log        *slog.Logger
-	Now        func() time.Time
-	NewID      func() string
+	// HistoryCacheBytes bounds the sessions' conversations kept between
+	// turns for replay (0 = DefaultHistoryCacheBytes).
+	HistoryCacheBytes int
+	Log               *slog.Logger
+	Now               func() time.Time
+	NewID             func() string
 }
 
 // Coordinator is the root-turn owner of one host epoch.
@@ -103,6 +106,9 @@ type Coordinator struct {
 	baseCtx context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup // execution goroutines
+
+	// histories keeps the sessions' replayed conversations.
+	histories historyCache
 
 	mu       sync.Mutex
 	active   map[string]*activeRoot // by session
@@ -157,8 +163,13 @@ func New(opts Options) *Coordinator {
 	if opts.Messages == nil {
 		opts.Messages = noMessages{}
 	}
+	if opts.HistoryCacheBytes <= 0 {
+		opts.HistoryCacheBytes = DefaultHistoryCacheBytes
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Coordinator{opts: opts, log: opts.Log, baseCtx: ctx, cancel: cancel, active: make(map[string]*activeRoot)}
+	c := &Coordinator{opts: opts, log: opts.Log, baseCtx: ctx, cancel: cancel, active: make(map[string]*activeRoot)}
+	c.histories.max = opts.HistoryCacheBytes
+	return c
 }
 
 // Handlers returns the handlers of turn.start, turn.query and turn.stop.

@@ -1,13 +1,19 @@
 package turns
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/maka-agent/maka/internal/model"
 	"github.com/maka-agent/maka/internal/sessions"
+	"github.com/maka-agent/maka/internal/store"
+	"github.com/maka-agent/maka/internal/tasks"
 )
 
 // rec encodes one record event.
@@ -272,4 +278,177 @@ func dump(msgs []model.Message) string {
 		return err.Error()
 	}
 	return string(b)
+}
+
+// A history extended event by event gives, at every point, what a
+// history built at once from the same events gives: a call left
+// unanswered in one turn is dropped from that turn's replay, yet a later
+// result still answers it, and messages handed out are never changed by
+// later events or by their caller.
+func TestHistoryExtendsLikeAFullBuild(t *testing.T) {
+	events := []recordEvent{
+		userMsg(t, "go"),
+		thinkingDone(t, "s1", "plan", "sig"),
+		textDone(t, "s1", "two calls"),
+		callStarted(t, "s1", "a", "Read", `{"path":"a"}`),
+		callStarted(t, "s1", "b", "Bash", `{"command":"make"}`),
+		callFinished(t, "a", "Read", "A", false),
+		rec(t, sessions.EventSteeringMessage, sessions.MessagePayload{TurnID: "t1", MessageID: "st", Text: "hurry"}),
+		userMsg(t, "next"),
+		callFinished(t, "b", "Bash", "late B", false),
+		callFinished(t, "ghost", "Read", "orphan", false),
+		callStarted(t, "s2", "a", "Read", `{"path":"again"}`),
+		callFinished(t, "a", "Read", "A2", true),
+		// A step whose calls settle one by one grows past its capacity.
+		callStarted(t, "s3", "c1", "Read", `{}`),
+		callStarted(t, "s3", "c2", "Read", `{}`),
+		callFinished(t, "c1", "Read", "1", false),
+		callFinished(t, "c2", "Read", "2", false),
+		callStarted(t, "s3", "c3", "Read", `{}`),
+		callFinished(t, "c3", "Read", "3", false),
+		callStarted(t, "s3", "c4", "Read", `{}`),
+		callFinished(t, "c4", "Read", "4", false),
+		textDone(t, "s4", "done"),
+	}
+	h := newHistory()
+	var handed [][]model.Message
+	var wants [][]model.Message
+	for i, ev := range events {
+		if err := h.add(ev); err != nil {
+			t.Fatal(err)
+		}
+		got := h.messages()
+		want, err := buildHistory(events[:i+1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !historyEqual(got, want) {
+			t.Fatalf("after %d events:\n%s\nwant\n%s", i+1, dump(got), dump(want))
+		}
+		// The caller appends to what it was handed (the agent does).
+		for j := range got {
+			got[j].ToolCalls = append(got[j].ToolCalls, model.ToolCall{ID: "appended"})
+		}
+		handed = append(handed, got)
+		again, _ := buildHistory(events[:i+1])
+		wants = append(wants, again)
+	}
+	for i := range handed {
+		for j := range handed[i] {
+			calls := handed[i][j].ToolCalls
+			if last := calls[len(calls)-1]; last.ID != "appended" {
+				t.Fatalf("what the caller appended after %d events became %+v", i+1, last)
+			}
+			handed[i][j].ToolCalls = calls[:len(calls)-1]
+		}
+		if !historyEqual(handed[i], wants[i]) {
+			t.Fatalf("messages handed out after %d events changed:\n%s\nwant\n%s", i+1, dump(handed[i]), dump(wants[i]))
+		}
+	}
+	final := h.messages()
+	if !historyEqual(final, wants[len(wants)-1]) {
+		t.Fatalf("the history was changed by its callers:\n%s", dump(final))
+	}
+}
+
+// replayStore opens a store holding a session of turns turns.
+func replayStore(t *testing.T, turns int) (*store.Store, admission) {
+	t.Helper()
+	st, err := store.Open(testCtxInternal(t), filepath.Join(t.TempDir(), "maka.db"),
+		store.Options{Migrations: []store.Migration{sessions.Migration, tasks.Migration, Migration}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(context.Background()) })
+	return st, longSession(t, st, turns)
+}
+
+func testCtxInternal(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// The kept history of a session is extended by the turns admitted since,
+// and rebuilt when the record it came from is no longer the session's.
+func TestReplayKeepsAndExtendsTheSessionHistory(t *testing.T) {
+	st, _ := replayStore(t, 6)
+	ctx := testCtxInternal(t)
+	c := &Coordinator{opts: Options{Store: st}}
+	c.histories.max = DefaultHistoryCacheBytes
+	fresh := func(chainSeq int64) []model.Message {
+		t.Helper()
+		f := &Coordinator{opts: Options{Store: st}}
+		f.histories.max = DefaultHistoryCacheBytes
+		msgs, err := f.replay(ctx, admission{SessionID: "s", ChainSeq: chainSeq})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return msgs
+	}
+	for _, seq := range []int64{3, 4, 7, 7, 2, 7} {
+		got, err := c.replay(ctx, admission{SessionID: "s", ChainSeq: seq})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fresh(seq); !historyEqual(got, want) || len(got) != 4*int(seq-1) {
+			t.Fatalf("replay before turn %d: %d messages, fresh build %d", seq, len(got), len(want))
+		}
+	}
+	if h := c.histories.take("s"); h == nil || h.upto != 6 || h.uptoRun != "r5" {
+		t.Fatalf("kept history %+v, want one up to turn 6", h)
+	} else {
+		c.histories.put("s", h)
+	}
+
+	// The session's record is replaced (the same chain, other runs): the
+	// kept history is not the record's any more and is rebuilt.
+	if err := st.Write(ctx, func(tx *store.Tx) error {
+		for _, q := range []string{
+			`UPDATE run_events SET run_id = 'x' || run_id, payload = replace(payload, 'please look', 'now read') WHERE session_id = 's'`,
+			`UPDATE turn_admissions SET run_id = 'x' || run_id WHERE session_id = 's'`,
+		} {
+			if _, err := tx.Exec(q); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.replay(ctx, admission{SessionID: "s", ChainSeq: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fresh(7); !historyEqual(got, want) || !strings.HasPrefix(got[0].Text, "now read") {
+		t.Fatalf("replay after the record changed: %q, fresh %q", got[0].Text, want[0].Text)
+	}
+}
+
+// The kept histories are bounded in bytes, least recently used first out.
+func TestHistoryCacheBound(t *testing.T) {
+	c := historyCache{max: 100}
+	h := func(size int) *history { x := newHistory(); x.size = size; return x }
+	c.put("a", h(40))
+	c.put("b", h(40))
+	if c.take("a") == nil {
+		t.Fatal("a was not kept")
+	}
+	c.put("a", h(40)) // a is now the most recent
+	c.put("c", h(40)) // evicts b
+	if c.take("b") != nil {
+		t.Fatal("b, the least recently used, was kept beyond the bound")
+	}
+	if c.take("a") == nil || c.take("c") == nil || c.size != 0 {
+		t.Fatalf("a and c should be kept (size %d)", c.size)
+	}
+	c.put("big", h(101))
+	if c.take("big") != nil || c.size != 0 {
+		t.Fatal("a history larger than the bound was kept")
+	}
+	c.put("d", h(10))
+	c.put("d", h(20)) // replaces
+	if c.size != 20 || c.order.Len() != 1 {
+		t.Fatalf("replacing a history: size %d, %d entries", c.size, c.order.Len())
+	}
 }
