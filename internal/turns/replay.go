@@ -146,7 +146,7 @@ func (h *history) stepOf(id string) *model.Message {
 
 // add applies the next record event.
 func (h *history) add(ev recordEvent) error {
-	h.size += len(ev.payload) + 64
+	h.size += len(ev.payload) + 160 // the decoded text, its message and map entries
 	switch ev.typ {
 	case sessions.EventUserMessage, sessions.EventSteeringMessage:
 		var p sessions.MessagePayload
@@ -193,7 +193,11 @@ func (h *history) add(ev recordEvent) error {
 			return nil // orphan result
 		}
 		ref := pending[len(pending)-1]
-		h.open[p.ToolUseID] = pending[:len(pending)-1]
+		if len(pending) == 1 {
+			delete(h.open, p.ToolUseID)
+		} else {
+			h.open[p.ToolUseID] = pending[:len(pending)-1]
+		}
 		ref.answered = true
 		name := p.ToolName
 		if name == "" {
@@ -242,7 +246,7 @@ func answeredCalls(calls []model.ToolCall, refs []*callRef, first int) []model.T
 }
 
 // DefaultHistoryCacheBytes bounds the histories kept for replay.
-const DefaultHistoryCacheBytes = 32 << 20
+const DefaultHistoryCacheBytes = 16 << 20
 
 // historyCache keeps the rebuilt histories of the sessions that started
 // turns lately, at most max bytes in all (least recently used first out).
