@@ -295,7 +295,7 @@ func anthropicMessages(in []Message) ([]anthropic.MessageParam, error) {
 			add(RoleUser, anthropic.ContentBlockParamUnion{OfToolResult: &res})
 		case RoleAssistant:
 			var bs []anthropic.ContentBlockParamUnion
-			if m.Thinking != "" && m.ThinkingSignature != "" {
+			if m.Thinking != "" && m.ThinkingSignature != "" && !strings.HasPrefix(m.ThinkingSignature, responsesReasoningPrefix) {
 				bs = append(bs, anthropic.NewThinkingBlock(m.ThinkingSignature, m.Thinking))
 			}
 			if m.Text != "" {

@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -23,8 +24,10 @@ type openAIResponses struct {
 // streaming protocol (POST {BaseURL}/responses), for models that only the
 // Responses API serves (codex and reasoning models) and for relays of it.
 // Requests are stateless: store is false and the whole conversation is
-// sent each step. With reasoning set, the model is asked for summaries of
-// its reasoning, which stream as thinking. It never retries on its own and
+// sent each step. With reasoning set (a reasoning model), the model is
+// asked for summaries of its reasoning, which stream as thinking, and for
+// its encrypted reasoning, which rides in the step's thinking signature
+// and is given back with later requests. It never retries on its own and
 // reads nothing from the environment.
 func NewOpenAIResponses(cfg OpenAIConfig, reasoning bool) Provider {
 	return &openAIResponses{svc: responses.NewResponseService(cfg.options()...), base: cfg.BaseURL, reasoning: reasoning}
@@ -56,7 +59,7 @@ var summariesRefused sync.Map
 // stream runs one request; nothing is emitted before the response is
 // accepted, so a refused request can be sent again.
 func (p *openAIResponses) stream(ctx context.Context, req Request, summary bool, emit func(Event) error) (Finish, error) {
-	params, err := responsesParams(req, summary)
+	params, err := responsesParams(req, p.reasoning, summary)
 	if err != nil {
 		return Finish{}, err
 	}
@@ -64,9 +67,10 @@ func (p *openAIResponses) stream(ctx context.Context, req Request, summary bool,
 	defer stream.Close()
 
 	var (
-		calls    = map[int64]*openAICall{}
-		finished *Finish
-		emitText = func(k EventKind, s string) error {
+		calls     = map[int64]*openAICall{}
+		reasoning []responsesReasoningItem
+		finished  *Finish
+		emitText  = func(k EventKind, s string) error {
 			if s == "" {
 				return nil
 			}
@@ -95,6 +99,9 @@ func (p *openAIResponses) stream(ctx context.Context, req Request, summary bool,
 				err = emitText(EventThinking, "\n\n")
 			}
 		case "response.output_item.added", "response.output_item.done":
+			if ev.Item.Type == "reasoning" && ev.Type == "response.output_item.done" && ev.Item.ID != "" {
+				reasoning = append(reasoning, responsesReasoningItem{ID: ev.Item.ID, EncryptedContent: ev.Item.EncryptedContent})
+			}
 			if ev.Item.Type != "function_call" {
 				break
 			}
@@ -126,6 +133,15 @@ func (p *openAIResponses) stream(ctx context.Context, req Request, summary bool,
 	}
 	if err := streamEnd(ctx, stream.Err(), finished != nil, "the model stream ended before response.completed"); err != nil {
 		return Finish{}, err
+	}
+	if len(reasoning) > 0 {
+		b, err := json.Marshal(reasoning)
+		if err != nil {
+			return Finish{}, err
+		}
+		if err := emit(Event{Kind: EventThinkingSignature, Text: responsesReasoningPrefix + string(b)}); err != nil {
+			return Finish{}, err
+		}
 	}
 	if err := emitCalls(emit, calls); err != nil {
 		return Finish{}, err
@@ -176,7 +192,7 @@ func responsesFailure(code, message string) *Failure {
 // responsesParams is the request of one step: instructions, the
 // conversation as input items (messages, function calls and their
 // outputs) and the function tools.
-func responsesParams(req Request, reasoning bool) (responses.ResponseNewParams, error) {
+func responsesParams(req Request, reasoning, summary bool) (responses.ResponseNewParams, error) {
 	params := responses.ResponseNewParams{
 		Model: shared.ResponsesModel(req.Model),
 		Store: openai.Bool(false),
@@ -187,8 +203,11 @@ func responsesParams(req Request, reasoning bool) (responses.ResponseNewParams, 
 	if req.MaxOutputTokens > 0 {
 		params.MaxOutputTokens = openai.Int(req.MaxOutputTokens)
 	}
-	if reasoning {
+	if summary {
 		params.Reasoning = shared.ReasoningParam{Summary: shared.ReasoningSummaryAuto}
+	}
+	if reasoning {
+		params.Include = []responses.ResponseIncludable{responses.ResponseIncludableReasoningEncryptedContent}
 	}
 	var input responses.ResponseInputParam
 	for _, m := range req.Messages {
@@ -196,6 +215,9 @@ func responsesParams(req Request, reasoning bool) (responses.ResponseNewParams, 
 		case RoleUser:
 			input = append(input, responses.ResponseInputItemParamOfMessage(m.Text, responses.EasyInputMessageRoleUser))
 		case RoleAssistant:
+			if reasoning {
+				input = append(input, responsesReasoningInput(m)...)
+			}
 			if m.Text != "" {
 				input = append(input, responses.ResponseInputItemParamOfMessage(m.Text, responses.EasyInputMessageRoleAssistant))
 			}
@@ -227,4 +249,44 @@ func responsesParams(req Request, reasoning bool) (responses.ResponseNewParams, 
 		params.Tools = append(params.Tools, responses.ToolUnionParam{OfFunction: &fn})
 	}
 	return params, nil
+}
+
+// responsesReasoningPrefix marks a thinking signature that carries
+// Responses reasoning items: a reasoning model's encrypted reasoning,
+// given back with the next request (nothing is stored at the provider)
+// so that the model keeps its reasoning across the steps of a turn and
+// across turns. Other providers ignore such signatures.
+const responsesReasoningPrefix = "openai-responses:"
+
+// responsesReasoningItem is one reasoning item of a response.
+type responsesReasoningItem struct {
+	ID               string `json:"id"`
+	EncryptedContent string `json:"encrypted_content,omitempty"`
+}
+
+// responsesReasoningInput returns the reasoning items an assistant message
+// carries in its thinking signature, as input items (the first with the
+// message's thinking as its summary); none for another signature.
+func responsesReasoningInput(m Message) []responses.ResponseInputItemUnionParam {
+	raw, ok := strings.CutPrefix(m.ThinkingSignature, responsesReasoningPrefix)
+	if !ok {
+		return nil
+	}
+	var items []responsesReasoningItem
+	if json.Unmarshal([]byte(raw), &items) != nil {
+		return nil
+	}
+	var out []responses.ResponseInputItemUnionParam
+	for i, it := range items {
+		summary := []responses.ResponseReasoningItemSummaryParam{}
+		if i == 0 && m.Thinking != "" {
+			summary = append(summary, responses.ResponseReasoningItemSummaryParam{Text: m.Thinking})
+		}
+		item := responses.ResponseInputItemParamOfReasoning(it.ID, summary)
+		if it.EncryptedContent != "" {
+			item.OfReasoning.EncryptedContent = openai.String(it.EncryptedContent)
+		}
+		out = append(out, item)
+	}
+	return out
 }

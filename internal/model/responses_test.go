@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
@@ -22,7 +23,7 @@ var responsesToolStream = namedEvents(
 	"response.reasoning_summary_text.delta", `{"type":"response.reasoning_summary_text.delta","sequence_number":4,"item_id":"rs_1","output_index":0,"summary_index":0,"delta":"**Listing** files."}`,
 	"response.reasoning_summary_part.added", `{"type":"response.reasoning_summary_part.added","sequence_number":5,"item_id":"rs_1","output_index":0,"summary_index":1,"part":{"type":"summary_text","text":""}}`,
 	"response.reasoning_summary_text.delta", `{"type":"response.reasoning_summary_text.delta","sequence_number":6,"item_id":"rs_1","output_index":0,"summary_index":1,"delta":"Then reading."}`,
-	"response.output_item.done", `{"type":"response.output_item.done","sequence_number":7,"output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[{"type":"summary_text","text":"**Listing** files."},{"type":"summary_text","text":"Then reading."}]}}`,
+	"response.output_item.done", `{"type":"response.output_item.done","sequence_number":7,"output_index":0,"item":{"id":"rs_1","type":"reasoning","encrypted_content":"gAAAAB-opaque","summary":[{"type":"summary_text","text":"**Listing** files."},{"type":"summary_text","text":"Then reading."}]}}`,
 	"response.output_item.added", `{"type":"response.output_item.added","sequence_number":8,"output_index":1,"item":{"id":"msg_1","type":"message","status":"in_progress","content":[],"role":"assistant"}}`,
 	"response.content_part.added", `{"type":"response.content_part.added","sequence_number":9,"item_id":"msg_1","output_index":1,"content_index":0,"part":{"type":"output_text","annotations":[],"text":""}}`,
 	"response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":10,"item_id":"msg_1","output_index":1,"content_index":0,"delta":"Reading","logprobs":[]}`,
@@ -72,6 +73,7 @@ func TestResponsesStreamToolCalls(t *testing.T) {
 		{Kind: EventThinking, Text: "Then reading."},
 		{Kind: EventText, Text: "Reading"},
 		{Kind: EventText, Text: " both."},
+		{Kind: EventThinkingSignature, Text: `openai-responses:[{"id":"rs_1","encrypted_content":"gAAAAB-opaque"}]`},
 		{Kind: EventToolCall, ToolCall: ToolCall{ID: "call_a", Name: "Read", Input: json.RawMessage(`{"path":"a.go"}`)}},
 		{Kind: EventToolCall, ToolCall: ToolCall{ID: "call_b", Name: "Bash", Input: json.RawMessage(`{"command":"ls -la"}`)}},
 	}
@@ -98,6 +100,7 @@ func TestResponsesStreamToolCalls(t *testing.T) {
 	jsonEqual(t, "instructions", field(t, b, "instructions"), `"You are terse."`)
 	jsonEqual(t, "max_output_tokens", field(t, b, "max_output_tokens"), `1000`)
 	jsonEqual(t, "reasoning", field(t, b, "reasoning"), `{"summary":"auto"}`)
+	jsonEqual(t, "include", field(t, b, "include"), `["reasoning.encrypted_content"]`)
 	jsonEqual(t, "input", field(t, b, "input"), `[
 		{"role":"user","content":"list files"},
 		{"role":"assistant","content":"Running ls."},
@@ -134,7 +137,7 @@ func TestResponsesStreamEndings(t *testing.T) {
 				t.Fatalf("events = %+v", events)
 			}
 			body := string(srv.calls()[0].Body)
-			if strings.Contains(body, `"reasoning"`) || strings.Contains(body, `"tools"`) || strings.Contains(body, `"instructions"`) {
+			if strings.Contains(body, `"reasoning"`) || strings.Contains(body, `"include"`) || strings.Contains(body, `"tools"`) || strings.Contains(body, `"instructions"`) {
 				t.Fatalf("request sent what it was not given: %s", body)
 			}
 			if tt.wantKind == "" {
@@ -232,5 +235,50 @@ func TestResponsesSummaryRefusalFallsBack(t *testing.T) {
 	p = NewOpenAIResponses(OpenAIConfig{BaseURL: other.URL, HTTPClient: other.Client()}, true)
 	if _, err := p.Stream(context.Background(), req, discard); err == nil || len(other.calls()) != 1 {
 		t.Fatalf("other 400: %v after %d requests", err, len(other.calls()))
+	}
+}
+
+// A reasoning model gets its earlier reasoning back: the reasoning items
+// of a step's signature go before that step's message, with its thinking
+// as the summary. A model that does not reason, and the Anthropic
+// provider, leave such a signature out.
+func TestResponsesReasoningIsGivenBack(t *testing.T) {
+	withReasoning := Request{Model: "gpt-5", Messages: []Message{
+		{Role: RoleUser, Text: "go"},
+		{Role: RoleAssistant, Thinking: "Plan the read.", ThinkingSignature: `openai-responses:[{"id":"rs_1","encrypted_content":"enc-1"},{"id":"rs_2"}]`,
+			ToolCalls: []ToolCall{{ID: "call_1", Name: "Read", Input: json.RawMessage(`{"path":"a"}`)}}},
+		{Role: RoleTool, ToolCallID: "call_1", ToolName: "Read", Text: "A"},
+		{Role: RoleAssistant, Text: "Signed elsewhere.", Thinking: "hmm", ThinkingSignature: "anthropic-sig"},
+	}}
+	for _, reasoning := range []bool{true, false} {
+		srv := newWireServer(t, sse(responsesText(responsesCompleted), false))
+		p := NewOpenAIResponses(OpenAIConfig{BaseURL: srv.URL, HTTPClient: srv.Client()}, reasoning)
+		if _, err := p.Stream(context.Background(), withReasoning, discard); err != nil {
+			t.Fatal(err)
+		}
+		want := `[
+			{"role":"user","content":"go"},
+			{"type":"reasoning","id":"rs_1","encrypted_content":"enc-1","summary":[{"type":"summary_text","text":"Plan the read."}]},
+			{"type":"reasoning","id":"rs_2","summary":[]},
+			{"type":"function_call","call_id":"call_1","name":"Read","arguments":"{\"path\":\"a\"}"},
+			{"type":"function_call_output","call_id":"call_1","output":"A"},
+			{"role":"assistant","content":"Signed elsewhere."}]`
+		if !reasoning {
+			want = `[
+			{"role":"user","content":"go"},
+			{"type":"function_call","call_id":"call_1","name":"Read","arguments":"{\"path\":\"a\"}"},
+			{"type":"function_call_output","call_id":"call_1","output":"A"},
+			{"role":"assistant","content":"Signed elsewhere."}]`
+		}
+		jsonEqual(t, fmt.Sprintf("input (reasoning %v)", reasoning), field(t, srv.calls()[0].Body, "input"), want)
+	}
+
+	srv := newWireServer(t, sse(anthropicTextStream, false))
+	p := NewAnthropic(AnthropicConfig{BaseURL: srv.URL, APIKey: "k", HTTPClient: srv.Client()})
+	if _, err := p.Stream(context.Background(), withReasoning, discard); err != nil {
+		t.Fatal(err)
+	}
+	if body := string(srv.calls()[0].Body); strings.Contains(body, "rs_1") || strings.Contains(body, "Plan the read.") || !strings.Contains(body, "anthropic-sig") {
+		t.Fatalf("Anthropic request: %s", body)
 	}
 }
