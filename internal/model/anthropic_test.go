@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"reflect"
 	"testing"
 	"time"
 )
@@ -59,15 +58,8 @@ func TestAnthropicStream(t *testing.T) {
 		{Kind: EventText, Text: " now."},
 		{Kind: EventToolCall, ToolCall: ToolCall{ID: "toolu_01", Name: "Bash", Input: json.RawMessage(`{"command": "ls -la"}`)}},
 	}
-	if !reflect.DeepEqual(events, want) {
-		t.Fatalf("events:\n got %+v\nwant %+v", events, want)
-	}
 	wantFin := Finish{Reason: FinishToolCalls, RawReason: "tool_use", Usage: &Usage{InputTokens: 100, OutputTokens: 89, CacheReadTokens: 30}}
-	if !reflect.DeepEqual(fin, wantFin) {
-		t.Fatalf("finish = %+v %+v, want %+v %+v", fin, fin.Usage, wantFin, wantFin.Usage)
-	}
-
-	req := srv.calls()[0]
+	req := wantStep(t, srv, events, want, fin, wantFin)
 	if req.Path != "/v1/messages" {
 		t.Errorf("path = %s, want /v1/messages (the configured /v1 is not doubled)", req.Path)
 	}

@@ -71,19 +71,8 @@ func TestOpenAIStreamToolCalls(t *testing.T) {
 		{Kind: EventToolCall, ToolCall: ToolCall{ID: "call_a", Name: "Read", Input: json.RawMessage(`{"path":"a.go"}`)}},
 		{Kind: EventToolCall, ToolCall: ToolCall{ID: "call_b", Name: "Bash", Input: json.RawMessage(`{"command":"ls -la"}`)}},
 	}
-	if !reflect.DeepEqual(events, want) {
-		t.Fatalf("events:\n got %+v\nwant %+v", events, want)
-	}
 	wantFin := Finish{Reason: FinishToolCalls, RawReason: "tool_calls", Usage: &Usage{InputTokens: 120, OutputTokens: 33, CacheReadTokens: 64, ReasoningTokens: 7}}
-	if !reflect.DeepEqual(fin, wantFin) {
-		t.Fatalf("finish = %+v %+v, want %+v %+v", fin, fin.Usage, wantFin, wantFin.Usage)
-	}
-
-	calls := srv.calls()
-	if len(calls) != 1 {
-		t.Fatalf("%d requests", len(calls))
-	}
-	req := calls[0]
+	req := wantStep(t, srv, events, want, fin, wantFin)
 	if req.Path != "/v1/chat/completions" {
 		t.Errorf("path = %s", req.Path)
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -154,4 +155,21 @@ func field(t *testing.T, body []byte, path string) json.RawMessage {
 		cur = v
 	}
 	return cur
+}
+
+// wantStep checks the events and finish of one step, and that it sent
+// exactly one request, which it returns.
+func wantStep(t *testing.T, srv *wireServer, events, want []Event, fin, wantFin Finish) wireRequest {
+	t.Helper()
+	if !reflect.DeepEqual(events, want) {
+		t.Fatalf("events:\n got %+v\nwant %+v", events, want)
+	}
+	if !reflect.DeepEqual(fin, wantFin) {
+		t.Fatalf("finish = %+v %+v, want %+v %+v", fin, fin.Usage, wantFin, wantFin.Usage)
+	}
+	calls := srv.calls()
+	if len(calls) != 1 {
+		t.Fatalf("%d requests, want 1", len(calls))
+	}
+	return calls[0]
 }
