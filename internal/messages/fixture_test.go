@@ -379,6 +379,18 @@ func (f *fixture) waitIdle(sessionID string) {
 	}
 }
 
+// failInserts makes every later insert into table fail, as a full or
+// failing disk would.
+func (f *fixture) failInserts(table string) {
+	f.t.Helper()
+	if err := f.st.Write(testCtx(f.t), func(tx *store.Tx) error {
+		_, err := tx.Exec(`CREATE TRIGGER fail_` + table + ` BEFORE INSERT ON ` + table + ` BEGIN SELECT RAISE(ABORT, '` + table + ` unavailable'); END`)
+		return err
+	}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 func (f *fixture) count(query string, args ...any) int {
 	f.t.Helper()
 	var n int
@@ -456,8 +468,6 @@ func (f *fixture) subscribe(sessionID string) *subscription {
 	}
 	return sub
 }
-
-type storeTx = store.Tx
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
 

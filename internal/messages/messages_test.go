@@ -595,12 +595,7 @@ func TestReceiptWriteFailureFailsStop(t *testing.T) {
 	f.model.then(hold("working", g))
 	turn := f.start("s1", "t1", "go")
 	g.wait(t)
-	if err := f.st.Write(testCtx(t), func(tx *storeTx) error {
-		_, err := tx.Exec(`CREATE TRIGGER receipts_fail BEFORE INSERT ON message_receipts BEGIN SELECT RAISE(ABORT, 'receipts unavailable'); END`)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	f.failInserts("message_receipts")
 	_, err := f.submit(f.submitIn("s1", "a", text("accepted, unproven"), next))
 	expectErr(t, "submit whose receipt failed", err, protocol.ErrInternalFailure, "")
 	if f.drains.Load() == 0 {
@@ -671,12 +666,7 @@ func TestSuccessorThatCannotStartKeepsOwnershipAndTheFollowup(t *testing.T) {
 	f.start("s1", "t1", "go")
 	g.wait(t)
 	f.mustSubmit(f.submitIn("s1", "a", text("follow-up a"), next))
-	if err := f.st.Write(testCtx(t), func(tx *storeTx) error {
-		_, err := tx.Exec(`CREATE TRIGGER runs_fail BEFORE INSERT ON runs BEGIN SELECT RAISE(ABORT, 'runs unavailable'); END`)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	f.failInserts("runs")
 	g.open()
 	if err := f.turns.WaitIdle(testCtx(t), "s1"); err == nil {
 		t.Fatal("the session went idle: the follow-up's turn was dropped")
