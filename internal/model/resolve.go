@@ -35,7 +35,8 @@ type Config struct {
 	// protocol it chooses between the Chat Completions and Responses APIs.
 	Model string
 	// Reasoning reports that the model reasons (its declared capability);
-	// the Responses API then asks for reasoning summaries.
+	// the Responses API then asks for reasoning summaries and gives the
+	// model's encrypted reasoning back with later requests.
 	Reasoning bool
 	// HTTPClient defaults to http.DefaultClient.
 	HTTPClient *http.Client
