@@ -269,16 +269,16 @@ func (s *Server) streamChat(ctx context.Context, out *sseWriter, req *Request, r
 	}
 	ok := play(ctx, rep.Chunks, chunkWriter{
 		call: func(c *Call) bool {
-			half := len(c.Arguments) / 2
+			index, half := calls, len(c.Arguments)/2
+			calls++
 			tc := func(first bool, args string) map[string]any {
-				t := map[string]any{"index": calls, "function": map[string]any{"arguments": args}}
+				t := map[string]any{"index": index, "function": map[string]any{"arguments": args}}
 				if first {
 					t["id"], t["type"] = c.ID, "function"
 					t["function"].(map[string]any)["name"] = c.Name
 				}
 				return map[string]any{"tool_calls": []any{t}}
 			}
-			calls++
 			return send(chunk(tc(true, c.Arguments[:half]), nil)) && send(chunk(tc(false, c.Arguments[half:]), nil))
 		},
 		thinking: func(s string) bool { return send(chunk(map[string]any{"reasoning_content": s}, nil)) },
