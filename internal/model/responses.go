@@ -99,7 +99,7 @@ func (p *openAIResponses) stream(ctx context.Context, req Request, summary bool,
 				err = emitText(EventThinking, "\n\n")
 			}
 		case "response.output_item.added", "response.output_item.done":
-			if ev.Item.Type == "reasoning" && ev.Type == "response.output_item.done" && ev.Item.ID != "" {
+			if p.reasoning && ev.Item.Type == "reasoning" && ev.Type == "response.output_item.done" && ev.Item.ID != "" {
 				reasoning = append(reasoning, responsesReasoningItem{ID: ev.Item.ID, EncryptedContent: ev.Item.EncryptedContent})
 			}
 			if ev.Item.Type != "function_call" {
