@@ -3,21 +3,17 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/maka-agent/maka/client"
 	"github.com/maka-agent/maka/internal/domain"
-	"github.com/maka-agent/maka/internal/host"
+	"github.com/maka-agent/maka/internal/domaintest"
 	"github.com/maka-agent/maka/internal/model"
-	"github.com/maka-agent/maka/internal/storageroot"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -35,50 +31,11 @@ func (t *timedProvider) Stream(ctx context.Context, req model.Request, emit func
 }
 
 // startDomainHost runs the full host composition on a fresh root (on the
-// machine's disk, like a real root) and returns a connected client.
-var roots sync.Map // *client.Conn → root path
-
-func rootOf(b *testing.B, c *client.Conn) string {
-	r, ok := roots.Load(c)
-	if !ok {
-		b.Fatal("unknown host connection")
-	}
-	return r.(string)
-}
-
-func startDomainHost(b *testing.B, opts domain.Options) *client.Conn {
+// machine's disk, like a real root) and returns it with a connected client.
+func startDomainHost(b *testing.B, opts domain.Options) (*domaintest.Host, *client.Conn) {
 	b.Helper()
-	root := filepath.Join(b.TempDir(), "root")
-	capability, err := storageroot.Resolve(root, storageroot.KindInteractive)
-	if err != nil {
-		b.Fatal(err)
-	}
-	owner, err := storageroot.TryAcquireOwner(capability)
-	if err != nil || owner == nil {
-		b.Fatal("owner", err)
-	}
-	k, err := host.Start(context.Background(), host.Options{
-		Owner: owner, DisableIdleExit: true, CompositionFactory: domain.Factory(capability.Path(), nil, opts),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	res, err := client.Connect(context.Background(), client.Options{RootPath: root, Surface: protocol.SurfaceRun, RequestTimeout: 30 * time.Second})
-	if err != nil || res.Kind != client.Connected {
-		b.Fatalf("connect: %v %+v", err, res)
-	}
-	roots.Store(res.Conn, root)
-	b.Cleanup(func() {
-		roots.Delete(res.Conn)
-		res.Conn.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = k.Close(ctx)
-		if ns, err := storageroot.ControlNamespace(); err == nil {
-			os.RemoveAll(filepath.Join(ns, capability.RootID()))
-		}
-	})
-	return res.Conn
+	h := domaintest.Start(b, "", opts)
+	return h, h.Connect(b, protocol.SurfaceRun, 30*time.Second)
 }
 
 func createSession(b *testing.B, c *client.Conn, id string) {
@@ -126,7 +83,7 @@ func waitTerminal(ctx context.Context, b *testing.B, sub *client.Subscription, t
 // history replay is part of the cost) before the next session starts.
 func BenchmarkTurnOverhead(b *testing.B) {
 	tp := &timedProvider{p: model.NewScripted(mustScript(b, `{"steps":[{"events":[{"text":"Hello! "},{"text":"All done."}],"usage":{"input":12,"output":4}}]}`), nil)}
-	c := startDomainHost(b, domain.Options{Provider: tp})
+	_, c := startDomainHost(b, domain.Options{Provider: tp})
 	ctx := context.Background()
 	const turnsPerSession = 16
 	var sub *client.Subscription
@@ -200,7 +157,7 @@ func BenchmarkStreamFanout(b *testing.B) {
 		deltas      = 400
 		intervalMs  = 7
 	)
-	c := startDomainHost(b, domain.Options{Script: mustScript(b, streamScript(deltas, intervalMs))})
+	h, c := startDomainHost(b, domain.Options{Script: mustScript(b, streamScript(deltas, intervalMs))})
 	want := expectedStream(deltas)
 	for range b.N {
 		b.StopTimer()
@@ -220,7 +177,7 @@ func BenchmarkStreamFanout(b *testing.B) {
 		var subs []*client.Subscription
 		for s := range subscribers {
 			for first := 0; first < sessionsN; first += perConn {
-				res, err := client.Connect(context.Background(), client.Options{RootPath: rootOf(b, c), Surface: protocol.SurfaceInspect, RequestTimeout: 30 * time.Second})
+				res, err := client.Connect(context.Background(), client.Options{RootPath: h.Root, Surface: protocol.SurfaceInspect, RequestTimeout: 30 * time.Second})
 				if err != nil || res.Kind != client.Connected {
 					b.Fatalf("connect subscriber %d: %v", s, err)
 				}

@@ -12,66 +12,26 @@ import (
 
 	"github.com/maka-agent/maka/client"
 	"github.com/maka-agent/maka/internal/domain"
-	"github.com/maka-agent/maka/internal/host"
-	"github.com/maka-agent/maka/internal/storageroot"
+	"github.com/maka-agent/maka/internal/domaintest"
 	"github.com/maka-agent/maka/protocol"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// runHost starts the full composition on root and returns a connected
-// client; stop shuts the host down cleanly.
-func runHost(t *testing.T, root string) (c *client.Conn, stop func()) {
+// runHost starts the full composition on root (a fresh one when root is
+// "") and returns it with a connected client.
+func runHost(t *testing.T, root string) (*domaintest.Host, *client.Conn) {
 	t.Helper()
-	capability, err := storageroot.Resolve(root, storageroot.KindInteractive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner, err := storageroot.TryAcquireOwner(capability)
-	if err != nil || owner == nil {
-		t.Fatalf("owner: %v", err)
-	}
-	k, err := host.Start(context.Background(), host.Options{
-		Owner: owner, DisableIdleExit: true,
-		CompositionFactory: domain.Factory(capability.Path(), nil, domain.Options{}),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := client.Connect(context.Background(), client.Options{RootPath: root, Surface: protocol.SurfaceTUI, RequestTimeout: 10 * time.Second})
-	if err != nil || res.Kind != client.Connected {
-		t.Fatalf("connect: %v %+v", err, res)
-	}
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		res.Conn.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		if err := k.Close(ctx); err != nil {
-			t.Errorf("host close: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	return res.Conn, stop
+	h := domaintest.Start(t, root, domain.Options{})
+	return h, h.Connect(t, protocol.SurfaceTUI, 10*time.Second)
 }
 
-func newRoot(t *testing.T) string {
+// stop shuts h down cleanly before a restart on its root.
+func stop(t *testing.T, h *domaintest.Host) {
 	t.Helper()
-	root := filepath.Join(t.TempDir(), "root")
-	capability, err := storageroot.Resolve(root, storageroot.KindInteractive)
-	if err != nil {
-		t.Fatal(err)
+	if err := h.Stop(); err != nil {
+		t.Errorf("host close: %v", err)
 	}
-	t.Cleanup(func() {
-		if ns, err := storageroot.ControlNamespace(); err == nil {
-			os.RemoveAll(filepath.Join(ns, capability.RootID()))
-		}
-	})
-	return root
 }
 
 func call[T any](t *testing.T, c *client.Conn, op protocol.Operation, in any) T {
@@ -90,8 +50,7 @@ func call[T any](t *testing.T, c *client.Conn, op protocol.Operation, in any) T 
 }
 
 func TestSessionsSurviveARestartAndSubscribersSeeLifecycleChanges(t *testing.T) {
-	root := newRoot(t)
-	c, stop := runHost(t, root)
+	h, c := runHost(t, "")
 
 	in := protocol.SessionCreateInput{SessionID: "s1", Workspace: protocol.HostPathWorkspace("/work/s1"), Name: "first"}
 	created := call[protocol.SessionSummary](t, c, protocol.OpSessionCreate, in)
@@ -133,9 +92,9 @@ func TestSessionsSurviveARestartAndSubscribersSeeLifecycleChanges(t *testing.T) 
 	if _, err := c.Call(ctx, protocol.OpSessionCatalogQuery, protocol.SessionCatalogQueryInput{Kind: protocol.SessionCatalogGet, SessionID: "s1"}); err != nil {
 		t.Fatal(err)
 	}
-	stop()
+	stop(t, h)
 
-	c2, _ := runHost(t, root)
+	_, c2 := runHost(t, h.Root)
 	got := call[protocol.SessionCatalogQueryResult](t, c2, protocol.OpSessionCatalogQuery,
 		protocol.SessionCatalogQueryInput{Kind: protocol.SessionCatalogGet, SessionID: "s1"})
 	if got.Session == nil || got.Session.Name != "first" || !got.Session.IsArchived {
@@ -144,8 +103,7 @@ func TestSessionsSurviveARestartAndSubscribersSeeLifecycleChanges(t *testing.T) 
 }
 
 func TestConfigurationIsDurableAndSecretsAreNeverReturned(t *testing.T) {
-	root := newRoot(t)
-	c, stop := runHost(t, root)
+	h, c := runHost(t, "")
 	ctx := context.Background()
 
 	pol, err := c.QueryRuntimePolicy(ctx)
@@ -181,19 +139,19 @@ func TestConfigurationIsDurableAndSecretsAreNeverReturned(t *testing.T) {
 	if bytes.Contains(enc, []byte(secret)) {
 		t.Fatal("credential.vault.set echoed the secret")
 	}
-	stop()
-	db, err := os.ReadFile(filepath.Join(root, domain.DatabaseFile))
+	stop(t, h)
+	db, err := os.ReadFile(filepath.Join(h.Root, domain.DatabaseFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bytes.Contains(db, []byte(secret)) {
 		t.Fatal("the secret is in the database")
 	}
-	if fi, err := os.Stat(filepath.Join(root, domain.SecretsFile)); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(filepath.Join(h.Root, domain.SecretsFile)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("secrets file: %v %v", fi, err)
 	}
 
-	c2, _ := runHost(t, root)
+	_, c2 := runHost(t, h.Root)
 	pol2, err := c2.QueryRuntimePolicy(ctx)
 	if err != nil {
 		t.Fatal(err)

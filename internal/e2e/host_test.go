@@ -3,16 +3,14 @@ package e2e_test
 import (
 	"context"
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/maka-agent/maka/client"
 	"github.com/maka-agent/maka/internal/domain"
-	"github.com/maka-agent/maka/internal/host"
+	"github.com/maka-agent/maka/internal/domaintest"
 	"github.com/maka-agent/maka/internal/modeltest"
-	"github.com/maka-agent/maka/internal/storageroot"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -27,7 +25,7 @@ const apiKey = "sk-e2e-fake-key-4b1d"
 // default model target is a fake chat-completions server.
 type testHost struct {
 	t     *testing.T
-	root  string
+	host  *domaintest.Host
 	model *modeltest.Server
 	// conn is the client that configured the host.
 	conn *client.Conn
@@ -51,35 +49,8 @@ func newHostSpeaking(t *testing.T, providerType string, reply func(*modeltest.Re
 	t.Cleanup(transport.CloseIdleConnections)
 	srv := modeltest.New(t, reply)
 
-	root := filepath.Join(t.TempDir(), "root")
-	capability, err := storageroot.Resolve(root, storageroot.KindInteractive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if ns, err := storageroot.ControlNamespace(); err == nil {
-			os.RemoveAll(filepath.Join(ns, capability.RootID()))
-		}
-	})
-	owner, err := storageroot.TryAcquireOwner(capability)
-	if err != nil || owner == nil {
-		t.Fatalf("owner lock: %v", err)
-	}
-	k, err := host.Start(context.Background(), host.Options{
-		Owner: owner, DisableIdleExit: true,
-		CompositionFactory: domain.Factory(capability.Path(), nil, domain.Options{HTTPClient: &http.Client{Transport: transport}}),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), failAfter)
-		defer cancel()
-		if err := k.Close(ctx); err != nil {
-			t.Errorf("host close: %v", err)
-		}
-	})
-	h := &testHost{t: t, root: root, model: srv}
+	dh := domaintest.Start(t, "", domain.Options{HTTPClient: &http.Client{Transport: transport}})
+	h := &testHost{t: t, host: dh, model: srv}
 	h.conn = h.dial()
 	if err := modeltest.ConfigureProvider(opCtx(t), h.conn, providerType, srv.BaseURL(), apiKey); err != nil {
 		t.Fatal(err)
@@ -90,14 +61,7 @@ func newHostSpeaking(t *testing.T, providerType string, reply func(*modeltest.Re
 // dial connects a new client; it is closed at the end of the test.
 func (h *testHost) dial() *client.Conn {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), failAfter)
-	defer cancel()
-	res, err := client.Connect(ctx, client.Options{RootPath: h.root, Surface: protocol.SurfaceTUI, RequestTimeout: failAfter})
-	if err != nil || res.Kind != client.Connected {
-		h.t.Fatalf("connect: %v %+v", err, res)
-	}
-	h.t.Cleanup(func() { res.Conn.Close() })
-	return res.Conn
+	return h.host.Connect(h.t, protocol.SurfaceTUI, failAfter)
 }
 
 func opCtx(t *testing.T) context.Context {

@@ -13,9 +13,8 @@ import (
 
 	"github.com/maka-agent/maka/client"
 	"github.com/maka-agent/maka/internal/domain"
-	"github.com/maka-agent/maka/internal/host"
+	"github.com/maka-agent/maka/internal/domaintest"
 	llm "github.com/maka-agent/maka/internal/model"
-	"github.com/maka-agent/maka/internal/storageroot"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -28,40 +27,7 @@ func runHost(t *testing.T, script string) *client.Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := filepath.Join(t.TempDir(), "root")
-	capability, err := storageroot.Resolve(root, storageroot.KindInteractive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if ns, err := storageroot.ControlNamespace(); err == nil {
-			os.RemoveAll(filepath.Join(ns, capability.RootID()))
-		}
-	})
-	owner, err := storageroot.TryAcquireOwner(capability)
-	if err != nil || owner == nil {
-		t.Fatalf("owner: %v", err)
-	}
-	k, err := host.Start(context.Background(), host.Options{
-		Owner: owner, DisableIdleExit: true,
-		CompositionFactory: domain.Factory(capability.Path(), nil, domain.Options{Script: s}),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		if err := k.Close(ctx); err != nil {
-			t.Errorf("host close: %v", err)
-		}
-	})
-	res, err := client.Connect(context.Background(), client.Options{RootPath: root, Surface: protocol.SurfaceTUI, RequestTimeout: 10 * time.Second})
-	if err != nil || res.Kind != client.Connected {
-		t.Fatalf("connect: %v %+v", err, res)
-	}
-	t.Cleanup(func() { res.Conn.Close() })
-	return res.Conn
+	return domaintest.Start(t, "", domain.Options{Script: s}).Connect(t, protocol.SurfaceTUI, 10*time.Second)
 }
 
 // syncBuffer is an output shared by the program's renderer and the test.
