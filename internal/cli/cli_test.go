@@ -93,9 +93,15 @@ type result struct {
 // run runs maka to completion.
 func (s *sandbox) run(args ...string) result {
 	s.t.Helper()
+	return s.runBin(makaBin, args...)
+}
+
+// runBin runs the maka binary bin to completion.
+func (s *sandbox) runBin(bin string, args ...string) result {
+	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, makaBin, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = s.env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -329,6 +335,7 @@ type statusView struct {
 	Reason       string                `json:"reason"`
 	Registration *control.Registration `json:"registration"`
 	Status       *protocol.HostStatus  `json:"status"`
+	Build        string                `json:"build"`
 }
 
 func (s *sandbox) statusJSON(args ...string) (statusView, int) {

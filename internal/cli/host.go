@@ -158,6 +158,9 @@ type hostView struct {
 	Reason       string               `json:"reason,omitempty"`
 	Registration *client.Registration `json:"registration,omitempty"`
 	Status       *protocol.HostStatus `json:"status,omitempty"`
+	// Build is "same" when the host runs this command's build of maka,
+	// "other" when it runs another one, and absent when that is unknown.
+	Build string `json:"build,omitempty"`
 }
 
 func newHostStatusCommand() *cobra.Command {
@@ -220,6 +223,13 @@ func probe(ctx context.Context, root string) (hostView, *client.Conn) {
 			return view, res.Conn
 		}
 		view.Running, view.Status = true, &st
+		if pid, err := res.Conn.PeerPID(); err == nil {
+			if same, known := sameBuild(pid); known && same {
+				view.Build = "same"
+			} else if known {
+				view.Build = "other"
+			}
+		}
 		return view, res.Conn
 	case client.Draining:
 		view.Reason = "host is draining"
@@ -254,6 +264,12 @@ func printView(out interface{ Write([]byte) (int, error) }, v hostView) {
 	fmt.Fprintf(w, "clients\t%d\n", v.Status.Connections)
 	fmt.Fprintf(w, "operations\t%d\n", v.Status.ActiveOperations)
 	fmt.Fprintf(w, "residencies\t%d\n", v.Status.ActiveResidencies)
+	switch v.Build {
+	case "same":
+		fmt.Fprintf(w, "build\tthe same as this maka\n")
+	case "other":
+		fmt.Fprintf(w, "build\tanother build of maka than this one (stop the host to run this one)\n")
+	}
 }
 
 func newHostStopCommand() *cobra.Command {

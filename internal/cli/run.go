@@ -97,8 +97,17 @@ func (h *hostFlags) connect(ctx context.Context, surface protocol.Surface) (*cli
 		}
 		return nil, exitf(1, "the runtime host of %s did not become ready: %v; see 'maka host status%s'", root, err, h.rootHint())
 	}
+	if pid, err := res.Conn.PeerPID(); err == nil {
+		if same, known := sameBuild(pid); known && !same {
+			fmt.Fprintln(notices, otherBuildNotice(pid, h.rootHint()))
+		}
+	}
 	return res.Conn, nil
 }
+
+// notices receives the one-line notices of commands that are not their
+// output (a host running another build).
+var notices io.Writer = os.Stderr
 
 // open connects for one command (surface inspect): ctx ends on Ctrl-C or
 // SIGTERM, and done closes the connection and stops listening for them.
