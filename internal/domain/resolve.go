@@ -50,10 +50,12 @@ func (c *Composition) resolveModel(ctx context.Context, target protocol.ModelTar
 		return turns.Resolved{}, fmt.Errorf("no model is chosen for connection %q", conn.Slug)
 	}
 	cfg := model.Config{ProviderType: conn.ProviderType, BaseURL: conn.BaseURL, Model: modelID, HTTPClient: c.httpClient}
+	var contextWindow int64
 	for _, m := range conn.Models {
 		if m.ID == modelID {
 			cfg.APIProtocol = m.APIProtocol
 			cfg.Reasoning = m.Capabilities != nil && m.Capabilities.Reasoning != nil && *m.Capabilities.Reasoning
+			contextWindow = m.ContextWindow
 		}
 	}
 	switch protocol.ProviderAuth(conn.ProviderType) {
@@ -73,5 +75,5 @@ func (c *Composition) resolveModel(ctx context.Context, target protocol.ModelTar
 	if err != nil {
 		return turns.Resolved{}, fmt.Errorf("connection %q: %v", conn.Slug, err)
 	}
-	return turns.Resolved{Provider: p, Model: modelID, ConnectionSlug: conn.Slug}, nil
+	return turns.Resolved{Provider: p, Model: modelID, ConnectionSlug: conn.Slug, ContextWindow: contextWindow}, nil
 }

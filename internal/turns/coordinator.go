@@ -57,6 +57,10 @@ type Resolved struct {
 	Provider       model.Provider
 	Model          string
 	ConnectionSlug string
+	// ContextWindow is the model's context window in tokens (0: not
+	// known; DefaultContextWindow is assumed). The replayed history is cut
+	// to fit it.
+	ContextWindow int64
 }
 
 // Resolver resolves a session's model target into a provider. Its error

@@ -231,6 +231,11 @@ func (c *Coordinator) runAgent(ctx context.Context, rec *recorder, a admission, 
 		return agent.Outcome{Status: agent.StatusFailed, StopReason: agent.StopError, FailureClass: agent.FailureRuntimeError,
 			Message: "Cannot build model context: the session history could not be read"}
 	}
+	history, omitted := fitContext(history, resolved.ContextWindow)
+	if omitted > 0 {
+		c.log.Info("earlier messages left out to fit the context window", "session", a.SessionID, "turn", a.TurnID,
+			"omitted", omitted, "kept", len(history))
+	}
 	mode, err := tools.ParseMode(string(sum.PermissionMode))
 	if err != nil {
 		mode = tools.ModeAsk

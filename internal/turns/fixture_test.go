@@ -115,6 +115,8 @@ type fixture struct {
 	resid  *residencies
 	drains atomic.Int64
 	closed bool
+	// contextWindow is the resolved model's context window (0: unknown).
+	contextWindow int64
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -144,7 +146,7 @@ func (f *fixture) open() {
 		Store: st, Gate: f.gate, Continuity: f.cont, Residency: f.resid.acquire,
 		RequestDrain: func() { f.drains.Add(1) },
 		Resolve: func(context.Context, protocol.ModelTarget) (turns.Resolved, error) {
-			return turns.Resolved{Provider: f.model, Model: "test-model", ConnectionSlug: "test"}, nil
+			return turns.Resolved{Provider: f.model, Model: "test-model", ConnectionSlug: "test", ContextWindow: f.contextWindow}, nil
 		},
 		Tools: tools.NewRegistry(tools.Builtins()...),
 		Step:  model.StepOptions{MaxAttempts: 1},

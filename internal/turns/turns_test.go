@@ -2,12 +2,14 @@ package turns_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/maka-agent/maka/internal/model"
 	"github.com/maka-agent/maka/internal/store"
+	"github.com/maka-agent/maka/internal/turns"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -194,6 +196,33 @@ func TestHistoryIsReplayedIntoTheNextTurn(t *testing.T) {
 	want := "user:first question|assistant:first answer|user:second question"
 	if strings.Join(got, "|") != want {
 		t.Fatalf("second turn sent %q, want %q", strings.Join(got, "|"), want)
+	}
+}
+
+// A history too large for the model's context window loses its oldest
+// exchanges, and the model is told that earlier messages were left out.
+func TestHistoryIsCutToTheContextWindow(t *testing.T) {
+	f := newFixture(t)
+	f.contextWindow = 3000 // about 4,500 bytes of history
+	f.createSession("s1")
+	for i, q := range []string{"first", "second", "third"} {
+		f.model.next = say(q + " answer")
+		turnID := fmt.Sprintf("t%d", i+1)
+		f.mustStart("s1", turnID, q+" "+strings.Repeat("q", 3000))
+		f.waitTerminal("s1", turnID)
+	}
+	reqs := f.model.seen()
+	var got []string
+	for _, m := range reqs[len(reqs)-1].Messages {
+		got = append(got, string(m.Role)+":"+strings.TrimRight(m.Text, "q "))
+	}
+	want := "user:" + strings.TrimRight(turns.OmittedNote, "\n") + "\n\nsecond|assistant:second answer|user:third"
+	if strings.Join(got, "|") != want {
+		t.Fatalf("third turn sent\n%q, want\n%q", strings.Join(got, "|"), want)
+	}
+	second := reqs[1].Messages
+	if len(second) != 3 || !strings.HasPrefix(second[0].Text, "first ") {
+		t.Fatalf("the second turn, which fits, was cut: %d messages", len(second))
 	}
 }
 
