@@ -113,6 +113,10 @@ func (p *anthropicProvider) Stream(ctx context.Context, req Request, emit func(E
 		return emit(Event{Kind: k, Text: s})
 	}
 	for stream.Next() {
+		// Every stream event shows the model is working, output or not.
+		if err := emit(Event{Kind: EventAlive}); err != nil {
+			return Finish{}, err
+		}
 		ev := stream.Current()
 		switch ev.Type {
 		case "message_start":

@@ -82,6 +82,12 @@ const (
 	// EventToolCall carries one complete tool call in ToolCall. Calls are
 	// collected, never executed mid-stream.
 	EventToolCall
+	// EventAlive says that the stream delivered something that is not
+	// output yet (a response started, a reasoning item opened, a tool
+	// call's arguments grew, a keep-alive ping): it feeds StreamStep's
+	// watchdog and is not passed on, and an attempt that emitted only
+	// EventAlive still counts as having produced no output.
+	EventAlive
 )
 
 // Event is one streamed piece of a step.

@@ -78,6 +78,10 @@ func (p *openAIChat) Stream(ctx context.Context, req Request, emit func(Event) e
 		unindexKey = int64(1 << 40) // keys for calls that arrive without an index
 	)
 	for stream.Next() {
+		// Every stream event shows the model is working, output or not.
+		if err := emit(Event{Kind: EventAlive}); err != nil {
+			return Finish{}, err
+		}
 		chunk := stream.Current()
 		if chunk.JSON.Usage.Valid() {
 			usage = openAIUsage(chunk.Usage)

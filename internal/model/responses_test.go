@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
@@ -73,7 +72,7 @@ func TestResponsesStreamToolCalls(t *testing.T) {
 		{Kind: EventThinking, Text: "Then reading."},
 		{Kind: EventText, Text: "Reading"},
 		{Kind: EventText, Text: " both."},
-		{Kind: EventThinkingSignature, Text: `openai-responses:[{"id":"rs_1","encrypted_content":"gAAAAB-opaque"}]`},
+		{Kind: EventThinkingSignature, Text: `openai-responses:{"endpoint":"` + srv.URL + `/v1","model":"deepseek-reasoner","items":[{"id":"rs_1","encrypted_content":"gAAAAB-opaque"}]}`},
 		{Kind: EventToolCall, ToolCall: ToolCall{ID: "call_a", Name: "Read", Input: json.RawMessage(`{"path":"a.go"}`)}},
 		{Kind: EventToolCall, ToolCall: ToolCall{ID: "call_b", Name: "Bash", Input: json.RawMessage(`{"command":"ls -la"}`)}},
 	}
@@ -227,47 +226,119 @@ func TestResponsesSummaryRefusalFallsBack(t *testing.T) {
 	}
 }
 
-// A reasoning model gets its earlier reasoning back: the reasoning items
-// of a step's signature go before that step's message, with its thinking
-// as the summary. A model that does not reason, and the Anthropic
-// provider, leave such a signature out.
+// A reasoning model gets its earlier reasoning back: the encrypted
+// reasoning items of a step's signature go before that step's message,
+// with its thinking as the summary, when they came from the same endpoint
+// and model. A model that does not reason, and the Anthropic provider,
+// leave such a signature out.
 func TestResponsesReasoningIsGivenBack(t *testing.T) {
-	withReasoning := Request{Model: "gpt-5", Messages: []Message{
-		{Role: RoleUser, Text: "go"},
-		{Role: RoleAssistant, Thinking: "Plan the read.", ThinkingSignature: `openai-responses:[{"id":"rs_1","encrypted_content":"enc-1"},{"id":"rs_2"}]`,
-			ToolCalls: []ToolCall{{ID: "call_1", Name: "Read", Input: json.RawMessage(`{"path":"a"}`)}}},
-		{Role: RoleTool, ToolCallID: "call_1", ToolName: "Read", Text: "A"},
-		{Role: RoleAssistant, Text: "Signed elsewhere.", Thinking: "hmm", ThinkingSignature: "anthropic-sig"},
-	}}
-	for _, reasoning := range []bool{true, false} {
-		srv := newWireServer(t, sse(responsesText(responsesCompleted), false))
-		p := NewOpenAIResponses(OpenAIConfig{BaseURL: srv.URL, HTTPClient: srv.Client()}, reasoning)
-		if _, err := p.Stream(context.Background(), withReasoning, discard); err != nil {
-			t.Fatal(err)
-		}
-		want := `[
+	signature := func(endpoint, model string) string {
+		return `openai-responses:{"endpoint":"` + endpoint + `","model":"` + model +
+			`","items":[{"id":"rs_1","encrypted_content":"enc-1"},{"id":"rs_2","encrypted_content":""},{"id":"rs_3","encrypted_content":"enc-3"}]}`
+	}
+	conversation := func(endpoint string) Request {
+		return Request{Model: "gpt-5", Messages: []Message{
+			{Role: RoleUser, Text: "go"},
+			{Role: RoleAssistant, Thinking: "Plan the read.", ThinkingSignature: signature(endpoint, "gpt-5"),
+				ToolCalls: []ToolCall{{ID: "call_1", Name: "Read", Input: json.RawMessage(`{"path":"a"}`)}}},
+			{Role: RoleTool, ToolCallID: "call_1", ToolName: "Read", Text: "A"},
+			{Role: RoleAssistant, Text: "Another model's.", Thinking: "x", ThinkingSignature: signature(endpoint, "o3")},
+			{Role: RoleAssistant, Text: "Signed elsewhere.", Thinking: "hmm", ThinkingSignature: "anthropic-sig"},
+		}}
+	}
+	const without = `[
+		{"role":"user","content":"go"},
+		{"type":"function_call","call_id":"call_1","name":"Read","arguments":"{\"path\":\"a\"}"},
+		{"type":"function_call_output","call_id":"call_1","output":"A"},
+		{"role":"assistant","content":"Another model's."},
+		{"role":"assistant","content":"Signed elsewhere."}]`
+	for _, tc := range []struct {
+		name      string
+		reasoning bool
+		endpoint  func(srv string) string
+		want      string
+	}{
+		{"reasoning model", true, func(srv string) string { return srv }, `[
 			{"role":"user","content":"go"},
 			{"type":"reasoning","id":"rs_1","encrypted_content":"enc-1","summary":[{"type":"summary_text","text":"Plan the read."}]},
-			{"type":"reasoning","id":"rs_2","summary":[]},
+			{"type":"reasoning","id":"rs_3","encrypted_content":"enc-3","summary":[]},
 			{"type":"function_call","call_id":"call_1","name":"Read","arguments":"{\"path\":\"a\"}"},
 			{"type":"function_call_output","call_id":"call_1","output":"A"},
-			{"role":"assistant","content":"Signed elsewhere."}]`
-		if !reasoning {
-			want = `[
-			{"role":"user","content":"go"},
-			{"type":"function_call","call_id":"call_1","name":"Read","arguments":"{\"path\":\"a\"}"},
-			{"type":"function_call_output","call_id":"call_1","output":"A"},
-			{"role":"assistant","content":"Signed elsewhere."}]`
+			{"role":"assistant","content":"Another model's."},
+			{"role":"assistant","content":"Signed elsewhere."}]`},
+		{"another endpoint's reasoning", true, func(string) string { return "https://elsewhere.example/v1" }, without},
+		{"a model that does not reason", false, func(srv string) string { return srv }, without},
+	} {
+		srv := newWireServer(t, sse(responsesText(responsesCompleted), false))
+		p := NewOpenAIResponses(OpenAIConfig{BaseURL: srv.URL, HTTPClient: srv.Client()}, tc.reasoning)
+		if _, err := p.Stream(context.Background(), conversation(tc.endpoint(srv.URL)), discard); err != nil {
+			t.Fatal(err)
 		}
-		jsonEqual(t, fmt.Sprintf("input (reasoning %v)", reasoning), field(t, srv.calls()[0].Body, "input"), want)
+		jsonEqual(t, tc.name, field(t, srv.calls()[0].Body, "input"), tc.want)
 	}
 
 	srv := newWireServer(t, sse(anthropicTextStream, false))
 	p := NewAnthropic(AnthropicConfig{BaseURL: srv.URL, APIKey: "k", HTTPClient: srv.Client()})
-	if _, err := p.Stream(context.Background(), withReasoning, discard); err != nil {
+	if _, err := p.Stream(context.Background(), conversation(srv.URL), discard); err != nil {
 		t.Fatal(err)
 	}
 	if body := string(srv.calls()[0].Body); strings.Contains(body, "rs_1") || strings.Contains(body, "Plan the read.") || !strings.Contains(body, "anthropic-sig") {
 		t.Fatalf("Anthropic request: %s", body)
+	}
+}
+
+// Reasoning given back that the server refuses (encrypted for another
+// organization, or without the call it preceded) is left out of the same
+// step's second request; a refusal of a request that gave none back is the
+// step's failure.
+func TestResponsesRefusedReasoningIsLeftOut(t *testing.T) {
+	refusal := httpError(http.StatusBadRequest, nil, `{"error":{"message":"The encrypted content for item rs_1 could not be verified.","type":"invalid_request_error","code":"invalid_encrypted_content"}}`)
+	srv := newWireServer(t, refusal, sse(responsesText(responsesCompleted), false))
+	p := NewOpenAIResponses(OpenAIConfig{BaseURL: srv.URL, HTTPClient: srv.Client()}, true)
+	req := Request{Model: "gpt-5", Messages: []Message{
+		{Role: RoleUser, Text: "go"},
+		{Role: RoleAssistant, Text: "done", ThinkingSignature: `openai-responses:{"endpoint":"` + srv.URL + `","model":"gpt-5","items":[{"id":"rs_1","encrypted_content":"enc"}]}`},
+		{Role: RoleUser, Text: "again"},
+	}}
+	var events []Event
+	if fin, err := p.Stream(context.Background(), req, collect(&events)); err != nil || fin.Reason != FinishStop || len(events) != 2 {
+		t.Fatalf("Stream = %+v, %v, %+v", fin, err, events)
+	}
+	calls := srv.calls()
+	if len(calls) != 2 || !strings.Contains(string(calls[0].Body), `"rs_1"`) || strings.Contains(string(calls[1].Body), `"rs_1"`) {
+		t.Fatalf("%d requests; the second must leave the reasoning out", len(calls))
+	}
+
+	bare := newWireServer(t, refusal)
+	p = NewOpenAIResponses(OpenAIConfig{BaseURL: bare.URL, HTTPClient: bare.Client()}, true)
+	if _, err := p.Stream(context.Background(), Request{Model: "gpt-5", Messages: []Message{{Role: RoleUser, Text: "go"}}}, discard); err == nil || len(bare.calls()) != 1 {
+		t.Fatalf("a refusal with nothing given back: %v after %d requests", err, len(bare.calls()))
+	}
+}
+
+// Summaries of several reasoning items are separated like paragraphs, and
+// a response cut short keeps no call whose arguments were cut off.
+func TestResponsesStreamDetails(t *testing.T) {
+	stream := namedEvents(
+		"response.reasoning_summary_part.added", `{"type":"response.reasoning_summary_part.added","sequence_number":0,"item_id":"rs_1","output_index":0,"summary_index":0}`,
+		"response.reasoning_summary_text.delta", `{"type":"response.reasoning_summary_text.delta","sequence_number":1,"item_id":"rs_1","output_index":0,"summary_index":0,"delta":"One."}`,
+		"response.reasoning_summary_part.added", `{"type":"response.reasoning_summary_part.added","sequence_number":2,"item_id":"rs_2","output_index":1,"summary_index":0}`,
+		"response.reasoning_summary_text.delta", `{"type":"response.reasoning_summary_text.delta","sequence_number":3,"item_id":"rs_2","output_index":1,"summary_index":0,"delta":"Two."}`,
+		"response.output_item.added", `{"type":"response.output_item.added","sequence_number":4,"output_index":2,"item":{"id":"fc_1","type":"function_call","arguments":"","call_id":"call_a","name":"Read"}}`,
+		"response.function_call_arguments.done", `{"type":"response.function_call_arguments.done","sequence_number":5,"item_id":"fc_1","output_index":2,"arguments":"{}"}`,
+		"response.output_item.added", `{"type":"response.output_item.added","sequence_number":6,"output_index":3,"item":{"id":"fc_2","type":"function_call","arguments":"","call_id":"call_b","name":"Write"}}`,
+		"response.function_call_arguments.delta", `{"type":"response.function_call_arguments.delta","sequence_number":7,"item_id":"fc_2","output_index":3,"delta":"{\"path\":\"a\",\"content\":\"cut"}`,
+		"response.incomplete", `{"type":"response.incomplete","sequence_number":8,"response":{"id":"r","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}}`,
+	)
+	srv := newWireServer(t, sse(stream, false))
+	p := NewOpenAIResponses(OpenAIConfig{BaseURL: srv.URL, HTTPClient: srv.Client()}, true)
+	var events []Event
+	fin, err := p.Stream(context.Background(), Request{Model: "o3"}, collect(&events))
+	want := []Event{
+		{Kind: EventThinking, Text: "One."}, {Kind: EventThinking, Text: "\n\n"}, {Kind: EventThinking, Text: "Two."},
+		{Kind: EventToolCall, ToolCall: ToolCall{ID: "call_a", Name: "Read", Input: json.RawMessage(`{}`)}},
+	}
+	if err != nil || fin.Reason != FinishLength || !reflect.DeepEqual(events, want) {
+		t.Fatalf("Stream = %+v, %v\nevents %+v\nwant   %+v", fin, err, events, want)
 	}
 }

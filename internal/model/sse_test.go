@@ -105,10 +105,13 @@ func namedEvents(pairs ...string) []string {
 	return out
 }
 
-// collect returns an emit func that appends to events.
+// collect returns an emit func that appends to events the output ones
+// (EventAlive only feeds the watchdog).
 func collect(events *[]Event) func(Event) error {
 	return func(e Event) error {
-		*events = append(*events, e)
+		if e.Kind != EventAlive {
+			*events = append(*events, e)
+		}
 		return nil
 	}
 }

@@ -74,16 +74,18 @@ var errStalled = errors.New("model stream stalled")
 
 // StreamStep streams one step of p, retrying failed attempts.
 //
-// A failed attempt is retried when it emitted no event, its *Failure (see
+// A failed attempt is retried when it emitted no output event (EventAlive
+// does not count), its *Failure (see
 // Classify) is Retryable and attempts remain. The delay is the failure's
 // Retry-After when set (at most MaxRetryAfter: a longer one is not
 // waited for), else min(1 s·2^(n-1), 32 s) plus up to 25 % jitter, where n
 // is the number of the failed attempt.
 //
-// A watchdog cancels an attempt that produces no event within
-// FirstEventTimeout of its start, or none for IdleTimeout after the previous
-// one; the attempt then fails with a *Failure of kind timeout (retried like
-// a network failure if it emitted nothing).
+// A watchdog cancels an attempt that produces no event (EventAlive
+// included) within FirstEventTimeout of its start, or none for IdleTimeout
+// after the previous one; the attempt then fails with a *Failure of kind
+// timeout (retried like a network failure if it emitted no output).
+// EventAlive only feeds the watchdog; it is never passed to emit.
 //
 // An error returned by emit is returned unchanged and never retried. When
 // ctx is cancelled, StreamStep returns context.Cause(ctx). Any other error
@@ -170,7 +172,13 @@ func runAttempt(ctx context.Context, p Provider, req Request, opts StepOptions, 
 	wd := newWatchdog(opts.Clock, opts.FirstEventTimeout, opts.IdleTimeout, cancel)
 	defer wd.stop()
 
+	alive := false // any event, EventAlive included
 	fin, err = p.Stream(actx, req, func(ev Event) error {
+		alive = true
+		if ev.Kind == EventAlive {
+			wd.alive()
+			return nil
+		}
 		emitted = true
 		wd.pause()
 		e := emit(ev)
@@ -185,7 +193,7 @@ func runAttempt(ctx context.Context, p Provider, req Request, opts StepOptions, 
 	}
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), errStalled) {
 		what := "no event from the model within " + opts.FirstEventTimeout.String()
-		if emitted {
+		if alive {
 			what = "no event from the model for " + opts.IdleTimeout.String()
 		}
 		err = &Failure{Kind: FailureTimeout, Message: what}
@@ -252,6 +260,9 @@ func (w *watchdog) run(clock Clock, first, idle time.Duration, cancel context.Ca
 }
 
 func (w *watchdog) pause() { w.set(true) }
+
+// alive restarts the idle timer: the stream is live.
+func (w *watchdog) alive() { w.set(false) }
 
 func (w *watchdog) resume() { w.set(false) }
 

@@ -327,3 +327,61 @@ func TestLongRetryAfterFailsTheStep(t *testing.T) {
 		t.Fatalf("err %v after %d calls; want the rate-limit failure after 1", err, calls)
 	}
 }
+
+// EventAlive keeps an attempt that has not produced output yet from timing
+// out (a model reasoning before its first word), is never passed to emit,
+// and an attempt that only sent it and then stalled is still retried.
+func TestStreamStepAliveFeedsTheWatchdog(t *testing.T) {
+	clock := newFakeClock()
+	proceed := make(chan struct{})
+	p := providerFunc(func(ctx context.Context, _ Request, emit func(Event) error) (Finish, error) {
+		if err := emit(Event{Kind: EventAlive}); err != nil {
+			return Finish{}, err
+		}
+		select {
+		case <-proceed:
+		case <-ctx.Done():
+			return Finish{}, context.Cause(ctx)
+		}
+		if err := emit(Event{Kind: EventText, Text: "thought it through"}); err != nil {
+			return Finish{}, err
+		}
+		return Finish{Reason: FinishStop}, nil
+	})
+	var events []Event
+	res := runStep(context.Background(), p, StepOptions{Clock: clock, IdleTimeout: 50 * time.Second}, collectAll(&events))
+	// The sign of life replaced the 30 s first-event bound with the idle
+	// one: 45 s later the attempt is still alive.
+	clock.waitTimer(t, 50*time.Second)
+	clock.Advance(45 * time.Second)
+	close(proceed)
+	r := waitResult(t, res)
+	if r.err != nil || len(events) != 1 || events[0].Kind != EventText {
+		t.Fatalf("StreamStep = %v, events %+v; want the text alone", r.err, events)
+	}
+
+	// Alive, then silence: a timeout with no output, which is retried.
+	clock = newFakeClock()
+	var calls atomic.Int32
+	stall := stallingProvider([]Event{{Kind: EventAlive}}, 2, &calls)
+	var rec retryRecorder
+	res = runStep(context.Background(), stall, StepOptions{Clock: clock, OnRetry: rec.record, IdleTimeout: 50 * time.Second, Jitter: func() float64 { return 0 }}, discard)
+	clock.waitTimer(t, 50*time.Second)
+	clock.Advance(50 * time.Second)
+	clock.waitTimer(t, time.Second)
+	clock.Advance(time.Second)
+	if r := waitResult(t, res); r.err != nil || calls.Load() != 2 {
+		t.Fatalf("err = %v after %d calls; want a retry and success", r.err, calls.Load())
+	}
+	if infos := rec.get(); len(infos) == 0 || infos[0].Reason != FailureTimeout {
+		t.Fatalf("retry notices %+v", infos)
+	}
+}
+
+// collectAll records every event emit receives.
+func collectAll(events *[]Event) func(Event) error {
+	return func(e Event) error {
+		*events = append(*events, e)
+		return nil
+	}
+}
