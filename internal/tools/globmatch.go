@@ -145,6 +145,7 @@ func classChar(s string, i int) (rune, int) {
 // matchSegment matches one path segment name against a valid segment
 // pattern.
 func matchSegment(pat, name string) bool {
+	patBytes := !utf8.ValidString(pat)
 	px, nx := 0, 0
 	starPx, starNx := -1, 0
 	for px < len(pat) || nx < len(name) {
@@ -185,10 +186,17 @@ func matchSegment(pat, name string) bool {
 			}
 		}
 		if starPx >= 0 && starNx < len(name) {
-			// A star gives up one byte at a time, as path.Match does: in
-			// valid UTF-8 only whole runes can then match the rest, and
-			// invalid bytes behave exactly as path.Match treats them.
-			starNx++
+			// A star gives up one character at a time, so that what
+			// follows it ('?', a class) never starts inside a character.
+			// A pattern that is not valid UTF-8 is matched byte by byte,
+			// as path.Match does: its stray bytes may match parts of a
+			// character.
+			if patBytes {
+				starNx++
+			} else {
+				_, w := utf8.DecodeRuneInString(name[starNx:])
+				starNx += w
+			}
 			px, nx = starPx+1, starNx
 			continue
 		}
