@@ -102,8 +102,12 @@ func newDecisionCache(capacity int, read func(context.Context, string) (Permissi
 // get returns the cached decision of id, or joins (or starts) the store
 // read of it and waits for that read or ctx's end. The read itself runs to
 // completion in its own goroutine even when every caller has gone, so one
-// caller's cancellation never fails another's read.
+// caller's cancellation never fails another's read; it is one point read,
+// and closing the store ends it.
 func (d *decisionCache) get(ctx context.Context, id string) (PermissionDecision, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return PermissionDecision{}, false, err
+	}
 	d.mu.Lock()
 	if e, ok := d.entries[id]; ok {
 		d.order.MoveToFront(e)
