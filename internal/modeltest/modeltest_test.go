@@ -21,7 +21,7 @@ func reply(*Request) Reply {
 	return Reply{Chunks: []Chunk{
 		{Thinking: "plan"}, {Text: "Reading "}, {Text: "both."},
 		{Call: &Call{ID: "call_a", Name: "Read", Arguments: `{"path":"a"}`}},
-		{Call: &Call{ID: "call_b", Name: "Bash", Arguments: `{"command":"ls"}`}},
+		{Call: &Call{ID: "call_b", Name: "Bash", Arguments: `{"c":"€€€€€€"}`}},
 	}, Usage: &Usage{Prompt: 7, Completion: 3}}
 }
 
@@ -36,12 +36,21 @@ func TestProvidersReadTheFake(t *testing.T) {
 		{Kind: model.EventText, Text: "Reading "},
 		{Kind: model.EventText, Text: "both."},
 		{Kind: model.EventToolCall, ToolCall: model.ToolCall{ID: "call_a", Name: "Read", Input: json.RawMessage(`{"path":"a"}`)}},
-		{Kind: model.EventToolCall, ToolCall: model.ToolCall{ID: "call_b", Name: "Bash", Input: json.RawMessage(`{"command":"ls"}`)}},
+		{Kind: model.EventToolCall, ToolCall: model.ToolCall{ID: "call_b", Name: "Bash", Input: json.RawMessage(`{"c":"€€€€€€"}`)}},
 	}
-	for name, p := range map[string]model.Provider{"chat": model.NewOpenAIChat(cfg), "responses": model.NewOpenAIResponses(cfg, false)} {
+	for _, api := range []struct {
+		name string
+		p    model.Provider
+	}{{"chat", model.NewOpenAIChat(cfg)}, {"responses", model.NewOpenAIResponses(cfg, false)}} {
+		name, p := api.name, api.p
 		var got []model.Event
 		fin, err := p.Stream(context.Background(), model.Request{Model: "m1", Messages: []model.Message{{Role: model.RoleUser, Text: "go"}}},
-			func(e model.Event) error { got = append(got, e); return nil })
+			func(e model.Event) error {
+				if e.Kind != model.EventAlive {
+					got = append(got, e)
+				}
+				return nil
+			})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 )
 
 // Message is one message of a received request.
@@ -269,7 +270,7 @@ func (s *Server) streamChat(ctx context.Context, out *sseWriter, req *Request, r
 	}
 	ok := play(ctx, rep.Chunks, chunkWriter{
 		call: func(c *Call) bool {
-			index, half := calls, len(c.Arguments)/2
+			index, half := calls, splitAt(c.Arguments)
 			calls++
 			tc := func(first bool, args string) map[string]any {
 				t := map[string]any{"index": index, "function": map[string]any{"arguments": args}}
@@ -309,6 +310,16 @@ func (s *Server) streamChat(ctx context.Context, out *sseWriter, req *Request, r
 	if out.fl != nil {
 		out.fl.Flush()
 	}
+}
+
+// splitAt is where a call's arguments are split into two deltas: about
+// half way, never inside a character.
+func splitAt(args string) int {
+	half := len(args) / 2
+	for half > 0 && !utf8.RuneStart(args[half]) {
+		half--
+	}
+	return half
 }
 
 // chunkWriter writes the content chunks of a reply in one wire format;

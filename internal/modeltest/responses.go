@@ -116,7 +116,7 @@ func (s *Server) streamResponses(ctx context.Context, out *sseWriter, req *Reque
 			}
 			index++
 			item := map[string]any{"id": itemID(), "type": "function_call", "call_id": c.ID, "name": c.Name, "arguments": ""}
-			half := len(c.Arguments) / 2
+			half := splitAt(c.Arguments)
 			ok := send("response.output_item.added", map[string]any{"output_index": index, "item": item}) &&
 				send("response.function_call_arguments.delta", map[string]any{"item_id": itemID(), "output_index": index, "delta": c.Arguments[:half]}) &&
 				send("response.function_call_arguments.delta", map[string]any{"item_id": itemID(), "output_index": index, "delta": c.Arguments[half:]}) &&
