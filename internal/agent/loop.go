@@ -235,10 +235,12 @@ func (r *runner) stream(ctx context.Context, req model.Request) (*stepState, mod
 
 // flushStep records the final text and thinking of a step that produced
 // any; it also runs after a failed or stopped step, so streamed text is
-// kept. It uses a context that outlives a stop.
+// kept. Thinking is recorded when it has text or a signature (a provider's
+// reasoning can come without readable text). It uses a context that
+// outlives a stop.
 func (r *runner) flushStep(ctx context.Context, st *stepState) error {
 	ctx = context.WithoutCancel(ctx)
-	if st.thinking.Len() > 0 {
+	if st.thinking.Len() > 0 || st.signature != "" {
 		ev := r.event(ThinkingComplete)
 		ev.MessageID, ev.Text, ev.Signature = st.id, st.thinking.String(), st.signature
 		if err := r.emit(ctx, ev); err != nil {

@@ -101,6 +101,20 @@ func TestThinkingIsFlushedBeforeText(t *testing.T) {
 	}
 }
 
+// Reasoning without readable text (a signature alone) is still recorded,
+// so that a later turn can give it back; the step records no text.
+func TestSignatureWithoutThinkingIsRecorded(t *testing.T) {
+	p := newProvider(t, play(model.Finish{Reason: model.FinishStop},
+		model.Event{Kind: model.EventThinkingSignature, Text: "sig-only"}, textEv("answer")))
+	sink := &recSink{}
+	out := runTurn(t, testCtx(t), agent.Turn{Provider: p, Prompt: "hi"}, sink)
+	wantOutcome(t, out, agent.StatusCompleted, agent.StopEndTurn)
+	done := sink.ofType(agent.ThinkingComplete)
+	if len(done) != 1 || done[0].Text != "" || done[0].Signature != "sig-only" {
+		t.Fatalf("thinking_complete events %+v", done)
+	}
+}
+
 func TestUsageIsSummedAndOmittedWhenAStepLacksIt(t *testing.T) {
 	full := &model.Usage{InputTokens: 1, OutputTokens: 2, CacheReadTokens: 3, ReasoningTokens: 4}
 	tests := []struct {

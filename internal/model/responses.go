@@ -303,9 +303,8 @@ func (p *openAIResponses) params(req Request, o responsesOptions) (responses.Res
 // responsesReasoningPrefix marks a thinking signature that carries
 // Responses reasoning: a reasoning model's encrypted reasoning, given back
 // with later requests (nothing is stored at the provider) so that the
-// model keeps its reasoning across the steps of a turn, and across turns
-// when the step's thinking was recorded. Other providers ignore such
-// signatures.
+// model keeps its reasoning across the steps of a turn and, through the
+// record, across turns. Other providers ignore such signatures.
 const responsesReasoningPrefix = "openai-responses:"
 
 // responsesReasoning is the reasoning of one step and where it came from:

@@ -106,6 +106,24 @@ func TestBuildHistory(t *testing.T) {
 			},
 		},
 		{
+			name: "reasoning without text keeps its signature on the step",
+			events: func(t *testing.T) []recordEvent {
+				return []recordEvent{
+					userMsg(t, "go"),
+					thinkingDone(t, "s1", "", "enc"),
+					textDone(t, "s1", ""),
+					callStarted(t, "s1", "a", "Read", `{"path":"a"}`),
+					callFinished(t, "a", "Read", "A", false),
+					thinkingDone(t, "s2", "", "enc-2"), // a step with nothing else is dropped
+				}
+			},
+			want: []model.Message{
+				user("go"),
+				{Role: model.RoleAssistant, ThinkingSignature: "enc", ToolCalls: []model.ToolCall{toolCall("a", "Read", `{"path":"a"}`)}},
+				toolMsg("a", "Read", "A", false),
+			},
+		},
+		{
 			name: "interleaved settlement of concurrent calls",
 			events: func(t *testing.T) []recordEvent {
 				return []recordEvent{

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/maka-agent/maka/internal/model"
@@ -223,6 +224,49 @@ func TestHistoryIsCutToTheContextWindow(t *testing.T) {
 	second := reqs[1].Messages
 	if len(second) != 3 || !strings.HasPrefix(second[0].Text, "first ") {
 		t.Fatalf("the second turn, which fits, was cut: %d messages", len(second))
+	}
+}
+
+// A step's reasoning that came as a signature alone (no readable text) is
+// recorded and given back with the next turn's history; the transcript
+// shows no empty thinking.
+func TestSignedReasoningWithoutTextReachesTheNextTurn(t *testing.T) {
+	f := newFixture(t)
+	f.createSession("s1")
+	var step atomic.Int32
+	f.model.next = func(_ context.Context, req model.Request, emit func(model.Event) error) (model.Finish, error) {
+		if step.Add(1) == 1 {
+			for _, e := range []model.Event{
+				{Kind: model.EventThinkingSignature, Text: "enc-1"},
+				{Kind: model.EventToolCall, ToolCall: model.ToolCall{ID: "c1", Name: "Glob", Input: []byte(`{"pattern":"*"}`)}},
+			} {
+				if err := emit(e); err != nil {
+					return model.Finish{}, err
+				}
+			}
+			return model.Finish{Reason: model.FinishToolCalls}, nil
+		}
+		return say("done")(context.Background(), req, emit)
+	}
+	f.mustStart("s1", "t1", "look")
+	f.waitTerminal("s1", "t1")
+	f.model.next = say("again")
+	f.mustStart("s1", "t2", "more")
+	f.waitTerminal("s1", "t2")
+	reqs := f.model.seen()
+	var signed []model.Message
+	for _, m := range reqs[len(reqs)-1].Messages {
+		if m.ThinkingSignature != "" {
+			signed = append(signed, m)
+		}
+	}
+	if len(signed) != 1 || signed[0].ThinkingSignature != "enc-1" || len(signed[0].ToolCalls) != 1 || signed[0].Thinking != "" {
+		t.Fatalf("signed messages of the next turn's history: %+v", signed)
+	}
+	for _, m := range f.transcript("s1") {
+		if m.Role == protocol.TranscriptRoleThinking {
+			t.Fatalf("transcript has a thinking message: %+v", m)
+		}
 	}
 }
 
