@@ -177,13 +177,13 @@ func TestAnthropicWatchdogStall(t *testing.T) {
 	clock := newFakeClock()
 	p := NewAnthropic(AnthropicConfig{BaseURL: srv.URL, HTTPClient: srv.Client()})
 	res := make(chan stepResult, 1)
+	streamed := outputs(1, discard)
 	go func() {
-		fin, err := StreamStep(context.Background(), p, Request{Model: "claude"}, StepOptions{Clock: clock, IdleTimeout: 5 * time.Second}, discard)
+		fin, err := StreamStep(context.Background(), p, Request{Model: "claude"}, StepOptions{Clock: clock, IdleTimeout: 5 * time.Second}, streamed.emit)
 		res <- stepResult{fin, err}
 	}()
-	clock.waitTimer(t, 5*time.Second)
-	clock.Advance(5 * time.Second)
-	r := waitResult(t, res)
+	streamed.wait(t)
+	r := stallOut(t, clock, 5*time.Second, res)
 	var f *Failure
 	if !errors.As(r.err, &f) || f.Kind != FailureTimeout {
 		t.Fatalf("err = %v, want a timeout failure", r.err)

@@ -102,3 +102,64 @@ func (c *fakeClock) waitTimer(t *testing.T, d time.Duration) {
 		}
 	}
 }
+
+// stallOut lets an attempt's watchdog fire: each time a timer of d is
+// pending it advances the clock by d, until the step ends, and returns the
+// step's result. A watchdog that rearmed for a late event (a sign of life
+// that arrived just after the timer it replaced) gets its new timer fired
+// too.
+func stallOut(t *testing.T, clock *fakeClock, d time.Duration, res <-chan stepResult) stepResult {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		clock.mu.Lock()
+		due := false
+		for _, tm := range clock.timers {
+			due = due || (tm.d == d && tm.at.Sub(clock.now) == d)
+		}
+		changed := clock.changed
+		clock.mu.Unlock()
+		if due {
+			clock.Advance(d)
+		}
+		select {
+		case r := <-res:
+			return r
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("the step did not end; pending timers: %v", clock.pending())
+		}
+	}
+}
+
+// outputCounter passes output events on and says when n have arrived.
+type outputCounter struct {
+	n, seen int
+	next    func(Event) error
+	done    chan struct{}
+}
+
+// outputs returns an emit func (its emit method) that passes events on to
+// next and whose wait returns once n output events have arrived.
+func outputs(n int, next func(Event) error) *outputCounter {
+	return &outputCounter{n: n, next: next, done: make(chan struct{})}
+}
+
+func (o *outputCounter) emit(e Event) error {
+	err := o.next(e)
+	if e.Kind != EventAlive {
+		if o.seen++; o.seen == o.n {
+			close(o.done)
+		}
+	}
+	return err
+}
+
+func (o *outputCounter) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-o.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%d output events did not arrive", o.n)
+	}
+}

@@ -244,13 +244,13 @@ func TestOpenAIWatchdogStall(t *testing.T) {
 	p := NewOpenAIChat(OpenAIConfig{BaseURL: srv.URL, HTTPClient: srv.Client()})
 	var events []Event
 	res := make(chan stepResult, 1)
+	streamed := outputs(2, collect(&events))
 	go func() {
-		fin, err := StreamStep(context.Background(), p, Request{Model: "m"}, StepOptions{Clock: clock}, collect(&events))
+		fin, err := StreamStep(context.Background(), p, Request{Model: "m"}, StepOptions{Clock: clock}, streamed.emit)
 		res <- stepResult{fin, err}
 	}()
-	clock.waitTimer(t, DefaultIdleTimeout) // armed after the last event
-	clock.Advance(DefaultIdleTimeout)
-	r := waitResult(t, res)
+	streamed.wait(t)
+	r := stallOut(t, clock, DefaultIdleTimeout, res)
 	var f *Failure
 	if !errors.As(r.err, &f) || f.Kind != FailureTimeout {
 		t.Fatalf("err = %v, want a timeout failure", r.err)
