@@ -99,21 +99,33 @@ func (s *sandbox) run(args ...string) result {
 // runBin runs the maka binary bin to completion.
 func (s *sandbox) runBin(bin string, args ...string) result {
 	s.t.Helper()
+	r, err := s.execMaka(bin, nil, args)
+	if err != nil {
+		s.t.Fatalf("maka %s: %v", strings.Join(args, " "), err)
+	}
+	return r
+}
+
+// execMaka runs bin with args (and stdin, when not nil) to completion
+// within commandTimeout. err reports that it could not be run or did not
+// finish in time; an exit status is the result's code.
+func (s *sandbox) execMaka(bin string, stdin io.Reader, args []string) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = s.env
+	cmd.Stdin = stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
 	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		s.t.Fatalf("maka %s: %v", strings.Join(args, " "), err)
+	if err := cmd.Run(); err != nil && !errors.As(err, &ee) {
+		return result{code: -1, stderr: err.Error()}, err
 	}
+	r := result{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
 	if ctx.Err() != nil {
-		s.t.Fatalf("maka %s did not finish within %v; stderr:\n%s", strings.Join(args, " "), commandTimeout, stderr.String())
+		return r, fmt.Errorf("did not finish within %v; stderr:\n%s", commandTimeout, r.stderr)
 	}
-	return result{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
+	return r, nil
 }
 
 // hostProc is a maka process started in the background (usually

@@ -779,23 +779,10 @@ typed at a prompt that does not echo it); never from the command line.`,
 	return cmd
 }
 
-// completeConnectionSlugs completes connection slugs from a running host
-// (it never starts one): for a flag, or for the first argument.
+// completeConnectionSlugs completes connection slugs.
 func completeConnectionSlugs(h *hostFlags) cobra.CompletionFunc {
-	return func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
-		if len(args) > 0 && cmd.Flags().Lookup("connection") == nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		conn, ctx, cancel := existingConn(cmd.Context(), h)
-		if conn == nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		defer cancel()
-		defer conn.Close()
+	return completeFromHost(h, "connection", func(ctx context.Context, conn *client.Conn) ([]string, error) {
 		cat, err := readCatalog(ctx, conn)
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		return cat.slugs(), cobra.ShellCompDirectiveNoFileComp
-	}
+		return cat.slugs(), err
+	})
 }

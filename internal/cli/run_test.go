@@ -3,7 +3,6 @@ package cli_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,22 +31,11 @@ import (
 // runWith runs maka to completion with stdin.
 func (s *sandbox) runWith(stdin string, args ...string) result {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, makaBin, args...)
-	cmd.Env = s.env
-	cmd.Stdin = strings.NewReader(stdin)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
+	r, err := s.execMaka(makaBin, strings.NewReader(stdin), args)
+	if err != nil {
 		s.t.Fatalf("maka %s: %v", strings.Join(args, " "), err)
 	}
-	if ctx.Err() != nil {
-		s.t.Fatalf("maka %s did not finish within %v; stderr:\n%s", strings.Join(args, " "), commandTimeout, stderr.String())
-	}
-	return result{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
+	return r
 }
 
 // spawnedRoot returns a storage root path that does not exist yet; at
@@ -327,19 +315,8 @@ func TestRunConcurrentColdStartsShareOneHost(t *testing.T) {
 // runNoFatal is run for use off the test goroutine: failures to start
 // are reported as exit code -1.
 func (s *sandbox) runNoFatal(args ...string) result {
-	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, makaBin, args...)
-	cmd.Env = s.env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) {
-			return result{code: -1, stderr: err.Error()}
-		}
-	}
-	return result{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
+	r, _ := s.execMaka(makaBin, nil, args)
+	return r
 }
 
 func TestRunProviderFailureExitsOne(t *testing.T) {

@@ -372,11 +372,12 @@ func existingConn(parent context.Context, h *hostFlags) (*client.Conn, context.C
 	return res.Conn, ctx, cancel
 }
 
-// completeSessionIDs completes session ids from a running host (it never
-// starts one): for a flag, or for the first argument.
-func completeSessionIDs(h *hostFlags) cobra.CompletionFunc {
+// completeFromHost completes from a running host (it never starts one),
+// for the flag named flag or, on a command without it, for the first
+// argument: list reads the candidates.
+func completeFromHost(h *hostFlags, flag string, list func(context.Context, *client.Conn) ([]string, error)) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
-		if len(args) > 0 && cmd.Flags().Lookup("session") == nil {
+		if len(args) > 0 && cmd.Flags().Lookup(flag) == nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		conn, ctx, cancel := existingConn(cmd.Context(), h)
@@ -385,14 +386,22 @@ func completeSessionIDs(h *hostFlags) cobra.CompletionFunc {
 		}
 		defer cancel()
 		defer conn.Close()
-		list, err := listSessions(ctx, conn, false, 100, nil)
+		out, err := list(ctx, conn)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// completeSessionIDs completes session ids, with their names.
+func completeSessionIDs(h *hostFlags) cobra.CompletionFunc {
+	return completeFromHost(h, "session", func(ctx context.Context, conn *client.Conn) ([]string, error) {
+		list, err := listSessions(ctx, conn, false, 100, nil)
 		out := make([]string, 0, len(list))
 		for _, s := range list {
 			out = append(out, s.SessionID+"\t"+oneLine(s.Name, 50))
 		}
-		return out, cobra.ShellCompDirectiveNoFileComp
-	}
+		return out, err
+	})
 }
