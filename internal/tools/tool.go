@@ -7,6 +7,8 @@ package tools
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/maka-agent/maka/internal/sandbox"
 )
 
 // ActivityKind values (protocol.md §7 tool_start.activityKind).
@@ -35,6 +37,14 @@ type Env struct {
 	// Questions asks the user questions for the AskUserQuestion tool (nil:
 	// no client can answer them in this session).
 	Questions QuestionAsker
+	// Sandbox confines a Bash call (decided with its permission: the
+	// session's sandbox mode, read-only for a safe command in explore, off
+	// for an approved escalation).
+	Sandbox sandbox.Policy
+	// Protected are the paths the host owns (the storage root, the control
+	// directory, the credentials file): every file tool treats them as
+	// outside the workspace, whatever the path, and the sandbox hides them.
+	Protected []string
 }
 
 // Result is a settled tool call.
