@@ -34,6 +34,11 @@ type PermissionRequest struct {
 	// approver resolves other pending requests of the run with the same
 	// key with the same answer.
 	ScopeKey string
+	// Escalation marks a Bash call that asks to run outside the sandbox:
+	// the prompt is a sandbox_escalation prompt (allow once or deny) and
+	// Cwd is the directory the command runs in.
+	Escalation bool
+	Cwd        string
 }
 
 // PermissionAnswer is a person's answer to a PermissionRequest.
@@ -59,6 +64,9 @@ type Turn struct {
 	// durable record (see Replay).
 	History   []model.Message
 	Workspace string
+	// Protected are the paths the host owns (storage root, control
+	// directory, credentials file): no tool may reach them.
+	Protected []string
 	Provider  model.Provider
 	Model     string
 	System    string
@@ -91,7 +99,7 @@ func Run(ctx context.Context, t Turn, sink Sink) Outcome {
 		r.t.NewID = func() string { return uuid.NewString() }
 	}
 	if r.t.Permissions == nil {
-		r.t.Permissions = tools.NewEngine(tools.ModeAsk, nil)
+		r.t.Permissions = tools.NewEngine(tools.Policy{Mode: tools.ModeAsk, Workspace: r.t.Workspace})
 	}
 	out := r.run(ctx)
 	out.Usage = r.usage

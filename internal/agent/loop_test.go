@@ -315,7 +315,7 @@ func TestStopWhileWaitingForApproval(t *testing.T) {
 	})
 	sink := &recSink{}
 	out := runTurn(t, ctx, agent.Turn{Provider: p, Prompt: "go", Tools: tools.NewRegistry(w),
-		Permissions: tools.NewEngine(tools.ModeAsk, nil), Approver: approver}, sink)
+		Permissions: tools.NewEngine(tools.Policy{Mode: tools.ModeAsk}), Approver: approver}, sink)
 	wantOutcome(t, out, agent.StatusCancelled, agent.StopUserStop)
 	if len(w.runs()) != 0 {
 		t.Error("the tool ran although its approval was abandoned")

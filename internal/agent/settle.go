@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/maka-agent/maka/internal/model"
+	"github.com/maka-agent/maka/internal/sandbox"
 	"github.com/maka-agent/maka/internal/tools"
 )
 
@@ -71,13 +72,15 @@ func (r *runner) execute(ctx context.Context, tool tools.Tool, known bool, call 
 	if r.gate.Blocked(tool.Name(), args) {
 		return tools.ErrorResult(fmt.Sprintf("Blocked: this exact %s call already failed twice in a row. Change the arguments or the approach.", tool.Name()))
 	}
-	if res, ok := r.permit(ctx, tool, call.ID, args); !ok {
-		return res
+	box, refusal, ok := r.permit(ctx, tool, call.ID, args)
+	if !ok {
+		return refusal
 	}
 	var seq atomic.Int64
 	env := tools.Env{
 		SessionID: r.t.SessionID, RunID: r.t.RunID, TurnID: r.t.TurnID, ToolUseID: call.ID,
-		Workspace: r.t.Workspace,
+		Workspace: r.t.Workspace, Protected: r.t.Protected,
+		Sandbox: sandbox.Policy{Mode: box, Workspace: r.t.Workspace, Hidden: r.t.Protected},
 		Output: func(stream, chunk string) {
 			ev := r.event(ToolOutputDelta)
 			ev.ToolUseID, ev.ToolName, ev.Stream, ev.Chunk = call.ID, tool.Name(), stream, chunk
@@ -100,9 +103,10 @@ func (r *runner) execute(ctx context.Context, tool tools.Tool, known bool, call 
 // nobody can approve it.
 var ErrNoApprover = errors.New("no client can approve this call")
 
-// permit applies the permission decision; ok is false with the refusal as
-// an error result.
-func (r *runner) permit(ctx context.Context, tool tools.Tool, toolUseID string, args json.RawMessage) (tools.Result, bool) {
+// permit applies the permission decision: ok reports whether the call may
+// run, box is the sandbox it runs in, and refusal is the error result of a
+// call that may not.
+func (r *runner) permit(ctx context.Context, tool tools.Tool, toolUseID string, args json.RawMessage) (box sandbox.Mode, refusal tools.Result, ok bool) {
 	v := r.t.Permissions.Evaluate(tool, args)
 	decide := func(allow bool, by string) {
 		ev := r.event(PermissionDenied)
@@ -116,33 +120,38 @@ func (r *runner) permit(ctx context.Context, tool tools.Tool, toolUseID string, 
 	}
 	switch v.Decision {
 	case tools.Allow:
-		return tools.Result{}, true
+		return v.Sandbox, tools.Result{}, true
 	case tools.Block:
 		by := "mode"
 		if v.Rule != nil {
 			by = "rule"
 		}
 		decide(false, by)
-		return tools.ErrorResult(fmt.Sprintf("Permission denied: %s (%s) is not allowed by the session's permission settings.", tool.Name(), v.Category)), false
+		msg := fmt.Sprintf("Permission denied: %s (%s) is not allowed by the session's permission settings", tool.Name(), v.Category)
+		if v.Explanation != "" {
+			msg += ": " + v.Explanation
+		}
+		return "", tools.ErrorResult(msg + "."), false
 	}
 	if r.t.Approver == nil {
 		decide(false, "no_approver")
-		return tools.ErrorResult(fmt.Sprintf("Permission denied: %s (%s) needs approval and %v. Allow it with a permission rule or a more permissive mode.", tool.Name(), v.Category, ErrNoApprover)), false
+		return "", tools.ErrorResult(fmt.Sprintf("Permission denied: %s (%s) needs approval and %v. Allow it with a permission rule or a more permissive mode.", tool.Name(), v.Category, ErrNoApprover)), false
 	}
 	ans, err := r.t.Approver.RequestPermission(ctx, PermissionRequest{
 		ToolUseID: toolUseID, ToolName: tool.Name(), Category: v.Category, Reason: v.Reason,
 		Args: args, RememberAllowed: v.RememberAllowed, ScopeKey: v.ScopeKey,
+		Escalation: v.Escalation, Cwd: r.t.Workspace,
 	})
 	if err != nil {
 		decide(false, "user")
-		return tools.ErrorResult("Permission flow aborted: " + err.Error()), false
+		return "", tools.ErrorResult("Permission flow aborted: " + err.Error()), false
 	}
 	decide(ans.Allow, "user")
 	if !ans.Allow {
-		return tools.ErrorResult(fmt.Sprintf("Permission denied: the user declined %s.", tool.Name())), false
+		return "", tools.ErrorResult(fmt.Sprintf("Permission denied: the user declined %s.", tool.Name())), false
 	}
 	if ans.RememberForTurn && v.RememberAllowed && v.ScopeKey != "" {
 		r.t.Permissions.Remember(v.ScopeKey)
 	}
-	return tools.Result{}, true
+	return v.Sandbox, tools.Result{}, true
 }

@@ -286,7 +286,7 @@ func TestPermissions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &fakeTool{name: tools.NameWrite, perm: true}
 			var reqs []agent.PermissionRequest
-			turn := agent.Turn{Tools: tools.NewRegistry(w), Permissions: tools.NewEngine(tc.mode, tc.rules)}
+			turn := agent.Turn{Tools: tools.NewRegistry(w), Permissions: tools.NewEngine(tools.Policy{Mode: tc.mode, Rules: tc.rules})}
 			if tc.answer != nil {
 				turn.Approver = approverFunc(func(_ context.Context, req agent.PermissionRequest) (agent.PermissionAnswer, error) {
 					reqs = append(reqs, req)
@@ -357,7 +357,7 @@ func TestRememberForTurn(t *testing.T) {
 				say("done"))
 			sink := &recSink{}
 			out := runTurn(t, testCtx(t), agent.Turn{Provider: p, Prompt: "go", Tools: tools.NewRegistry(w),
-				Permissions: tools.NewEngine(tools.ModeAsk, nil), Approver: approver}, sink)
+				Permissions: tools.NewEngine(tools.Policy{Mode: tools.ModeAsk}), Approver: approver}, sink)
 			wantOutcome(t, out, agent.StatusCompleted, agent.StopEndTurn)
 			if len(w.runs()) != 2 {
 				t.Errorf("tool ran %d times, want 2", len(w.runs()))

@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/maka-agent/maka/client"
+	"github.com/maka-agent/maka/internal/sandbox"
 	"github.com/maka-agent/maka/internal/tools"
 	"github.com/maka-agent/maka/protocol"
 )
@@ -169,6 +170,7 @@ type runOptions struct {
 	connection     string
 	model          string
 	permissionMode string
+	sandbox        string
 	allow, deny    []string
 	json           bool
 	timeout        string
@@ -184,16 +186,25 @@ as it arrives; tool activity goes to stderr, one line per tool start and
 result. The runtime host of the storage root is started when none runs.
 
 Without --session or --continue a new session is created whose workspace is
---cwd (default: the current directory). Tool calls that need approval are
-allowed only when an --allow rule matches them and denied otherwise (the
-message says which --allow would permit them); questions are declined.
+--cwd (default: the current directory). --permission-mode, --sandbox, --allow
+and --deny are sent to the host and become the session's durable policy (the
+host decides every call with it, for every client); a tool call that still
+needs approval is denied (the message says which --allow would permit it) and
+questions are declined.
 
 Rules (--allow, --deny, repeatable; a matching --deny wins):
-  Read                 a tool by name
-  'Bash(git status)'   one exact shell command (whitespace-insensitive)
-  category:file_write  a tool category (read, file_write, shell_safe,
-                       shell_unsafe, fs_destructive, git_destructive,
-                       network_send, web_read, ...)
+  Read                    a tool by name (Read, Write, Edit, Bash, Glob, Grep)
+  'Bash(git status)'      one exact shell command
+  'Bash(npm run test:*)'  one simple command starting with these words
+  'Read(src/**)'          Read, Glob and Grep of paths matching a glob
+  'Edit(docs/*.md)'       Edit and Write of matching paths
+  category:file_write     a tool category (read, file_write, shell_safe,
+                          shell_unsafe, fs_destructive, git_destructive,
+                          network_send, web_read, ...)
+
+Sandbox (--sandbox): workspace-write (the default: commands may write only in
+the workspace and the temporary directory, and have no network), read-only,
+or off. In execute mode a sandboxed command runs without asking.
 
 Exit status: 0 completed, 1 failed or timed out, 2 usage error, 130 when
 interrupted (Ctrl-C stops the turn first).`,
@@ -215,14 +226,17 @@ interrupted (Ctrl-C stops the turn first).`,
 	f.BoolVar(&o.cont, "continue", false, "continue the most recently used session whose workspace is --cwd")
 	f.StringVar(&o.connection, "connection", "", "model connection (slug) of a new session (default: the catalog's default target)")
 	f.StringVar(&o.model, "model", "", "model id of a new session (default: the connection's first enabled model)")
-	f.StringVar(&o.permissionMode, "permission-mode", "", "permission mode of a new session: explore, ask, execute or bypass (default: the host's policy)")
-	f.StringArrayVar(&o.allow, "allow", nil, "allow tool calls matching this rule when they need approval (repeatable)")
-	f.StringArrayVar(&o.deny, "deny", nil, "deny tool calls matching this rule (repeatable; wins over --allow)")
+	f.StringVar(&o.permissionMode, "permission-mode", "", "permission mode of the session: explore, ask, execute or bypass (default for a new session: the host's policy)")
+	f.StringVar(&o.sandbox, "sandbox", "", "sandbox of the session's commands: workspace-write, read-only or off (default: the root's, workspace-write)")
+	f.StringArrayVar(&o.allow, "allow", nil, "add a rule allowing matching tool calls to the session (repeatable)")
+	f.StringArrayVar(&o.deny, "deny", nil, "add a rule denying matching tool calls to the session (repeatable; wins over --allow)")
 	f.BoolVar(&o.json, "json", false, "write one JSON object per line: session, turn_started, text, thinking, tool_start, tool_result, interaction, result")
 	f.StringVar(&o.timeout, "timeout", "", "stop the turn and exit 1 after this long (e.g. 90s, 5m; a plain number is seconds)")
 	cmd.MarkFlagsMutuallyExclusive("session", "continue")
 	_ = cmd.RegisterFlagCompletionFunc("permission-mode", cobra.FixedCompletions(
 		[]string{"explore", "ask", "execute", "bypass"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("sandbox", cobra.FixedCompletions(
+		[]string{protocol.SandboxWorkspaceWrite, protocol.SandboxReadOnly, protocol.SandboxOff}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("session", completeSessionIDs(&o.host))
 	_ = cmd.RegisterFlagCompletionFunc("connection", completeConnectionSlugs(&o.host))
 	_ = cmd.MarkFlagDirname("cwd")
@@ -236,7 +250,7 @@ type runRequest struct {
 	cwd     string // canonical (symlinks resolved)
 	cwdAbs  string // absolute, as given
 	mode    protocol.PermissionMode
-	rules   []tools.Rule
+	rules   []protocol.PermissionRule
 	timeout time.Duration
 }
 
@@ -271,6 +285,11 @@ func parseRunRequest(o runOptions, args []string, stdin io.Reader) (runRequest, 
 		}
 		r.mode = protocol.PermissionMode(m)
 	}
+	if o.sandbox != "" {
+		if _, ok := sandbox.ParseMode(o.sandbox); !ok {
+			return r, exitf(2, "invalid --sandbox %q (want workspace-write, read-only or off)", o.sandbox)
+		}
+	}
 	if o.connection != "" && !protocol.IsConnectionSlug(o.connection) {
 		return r, exitf(2, "invalid --connection %q: see 'maka connection list'", o.connection)
 	}
@@ -284,9 +303,9 @@ func parseRunRequest(o runOptions, args []string, stdin io.Reader) (runRequest, 
 		for _, s := range rs.list {
 			rule, err := tools.ParseRule(rs.effect, s)
 			if err != nil {
-				return r, exitf(2, "invalid --%s: %v (examples: Read, 'Bash(git status)', category:file_write)", rs.effect, err)
+				return r, exitf(2, "invalid --%s: %v (examples: Read, 'Bash(git status)', 'Read(src/**)', category:file_write)", rs.effect, err)
 			}
-			r.rules = append(r.rules, rule)
+			r.rules = append(r.rules, protocol.PermissionRule{Effect: rule.Effect, Rule: rule.String()})
 		}
 	}
 	if o.timeout != "" {
@@ -509,6 +528,9 @@ func (r *turnRun) execute(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	r.sessionID = sum.SessionID
+	if sum, err = r.applyPermissions(ctx, sum, created); err != nil {
+		return 0, err
+	}
 	r.p.emit(event{Type: "session", SessionID: sum.SessionID, Workspace: sum.Workspace.Path, Created: &created,
 		PermissionMode: string(sum.PermissionMode)})
 	sub, err := conn.OpenSubscription(ctx, sum.SessionID)
@@ -611,13 +633,37 @@ func (r *turnRun) selectSession(ctx context.Context) (protocol.SessionSummary, b
 	return sum, true, nil
 }
 
+// applyPermissions sends --permission-mode (to an existing session),
+// --sandbox, --allow and --deny to the host as the session's policy and
+// returns the summary with the mode in force.
+func (r *turnRun) applyPermissions(ctx context.Context, sum protocol.SessionSummary, created bool) (protocol.SessionSummary, error) {
+	o := r.req.opts
+	in := protocol.SessionPermissionsSetInput{SessionID: sum.SessionID, Sandbox: o.sandbox, AddRules: r.req.rules}
+	if !created && r.req.mode != "" {
+		in.PermissionMode = r.req.mode
+	}
+	if in.PermissionMode == "" && in.Sandbox == "" && len(in.AddRules) == 0 {
+		return sum, nil
+	}
+	res, err := r.conn.Call(ctx, protocol.OpSessionPermissionsSet, in)
+	if err != nil {
+		return sum, callError(ctx, "cannot set the session's permissions", err)
+	}
+	perms, ok := res.(protocol.SessionPermissions)
+	if !ok {
+		return sum, exitf(1, "session.permissions.set: unexpected result %T", res)
+	}
+	if perms.PermissionMode != sum.PermissionMode {
+		r.p.notef("maka: permission mode: %s (was %s)", perms.PermissionMode, sum.PermissionMode)
+	}
+	sum.PermissionMode = perms.PermissionMode
+	return sum, nil
+}
+
 // warnCreationFlags says that the options of a new session do not change
 // an existing one.
 func (r *turnRun) warnCreationFlags(sum protocol.SessionSummary) {
 	o := r.req.opts
-	if o.permissionMode != "" && protocol.PermissionMode(r.req.mode) != sum.PermissionMode {
-		r.p.notef("maka: session %s keeps its permission mode %s (--permission-mode applies to new sessions)", sum.SessionID, sum.PermissionMode)
-	}
 	if o.connection != "" || o.model != "" {
 		r.p.notef("maka: session %s keeps its model (--connection and --model apply to new sessions)", sum.SessionID)
 	}
@@ -635,8 +681,9 @@ func sessionName(prompt string) string {
 	return line
 }
 
-// answerInteraction answers a pending interaction of the run: permission
-// requests by the --allow/--deny rules, questions declined.
+// answerInteraction answers a pending interaction of the run: every
+// permission request is denied (the host allowed what the rules allow) and
+// questions are declined.
 func (r *turnRun) answerInteraction(ctx context.Context, in protocol.InteractionSnapshot) {
 	var answer protocol.InteractionAnswer
 	ev := event{Type: "interaction", SessionID: r.sessionID, TurnID: in.TurnID, InteractionID: in.InteractionID, Kind: in.Request.Kind}
@@ -652,20 +699,16 @@ func (r *turnRun) answerInteraction(ctx context.Context, in protocol.Interaction
 		pr := describePermission(in.Request)
 		r.p.knowTool(in.Request.ToolUseID, pr.tool)
 		ev.ToolName, ev.Category, ev.Command = pr.tool, pr.category, pr.command
-		rule, allow := decidePermission(r.req.rules, pr)
+		// The host already applied the session's rules: what reaches
+		// here needs a person, and a non-interactive run has none.
 		answer = protocol.InteractionAnswer{Kind: protocol.InteractionKindPermission, Decision: protocol.InteractionDecisionDeny}
-		switch {
-		case allow:
-			answer.Decision = protocol.InteractionDecisionAllow
-			ev.Decision, ev.Rule = "allow", rule.String()
-			r.p.notef("✓ allowed %s (--allow %s)", pr, shellQuote(rule.String()))
-		case rule != nil:
-			ev.Decision, ev.Rule = "deny", rule.String()
-			r.p.notef("✗ denied %s (--deny %s)", pr, shellQuote(rule.String()))
-		default:
-			ev.Decision = "deny"
-			ev.Message = "no --allow rule matches; to allow it run again with --allow " + shellQuote(pr.suggestRule())
-			r.p.notef("✗ denied %s: no --allow rule matches; to allow it, run again with --allow %s", pr, shellQuote(pr.suggestRule()))
+		ev.Decision = "deny"
+		if rule := pr.suggestRule(); rule != "" {
+			ev.Message = "no rule allows it; to allow it run again with --allow " + shellQuote(rule)
+			r.p.notef("✗ denied %s: no rule allows it; to allow it, run again with --allow %s", pr, shellQuote(rule))
+		} else {
+			ev.Message = "it needs approval; answer it with 'maka attach' or the terminal UI"
+			r.p.notef("✗ denied %s: it needs approval; answer it from 'maka attach' or the terminal UI", pr)
 		}
 	}
 	r.p.emit(ev)
@@ -981,6 +1024,8 @@ type permissionRequest struct {
 	// remember reports whether the prompt allows "for the rest of the
 	// turn".
 	remember bool
+	// escalation marks a request to run a command outside the sandbox.
+	escalation bool
 }
 
 func (p permissionRequest) String() string {
@@ -994,10 +1039,17 @@ func (p permissionRequest) String() string {
 	return s
 }
 
-// suggestRule is the narrowest --allow rule that permits the request.
+// suggestRule is the narrowest --allow rule that permits the request, or
+// "" for a sandbox escalation, which only a person can approve.
 func (p permissionRequest) suggestRule() string {
-	if strings.EqualFold(p.tool, tools.NameBash) && p.command != "" && !strings.ContainsAny(p.command, "()\n") {
-		return tools.NameBash + "(" + strings.Join(strings.Fields(p.command), " ") + ")"
+	if p.escalation {
+		return ""
+	}
+	if strings.EqualFold(p.tool, tools.NameBash) && p.command != "" {
+		rule := tools.NameBash + "(" + tools.CanonicalCommand(p.command) + ")"
+		if parsed, err := tools.ParseRule(tools.RuleAllow, rule); err == nil && parsed.String() == rule {
+			return rule
+		}
 	}
 	if p.tool != "" && !strings.ContainsAny(p.tool, " \t\n:()") {
 		return p.tool
@@ -1019,38 +1071,9 @@ func describePermission(req protocol.InteractionRequest) permissionRequest {
 		}
 		return out
 	case protocol.SandboxEscalationPrompt:
-		return permissionRequest{tool: tools.NameBash, category: pr.Category, command: pr.Command}
+		return permissionRequest{tool: tools.NameBash, category: pr.Category, command: pr.Command, escalation: true}
 	case protocol.AdditionalPermissionsPrompt:
 		return permissionRequest{tool: pr.ToolName, category: pr.Category}
 	}
 	return permissionRequest{tool: "tool"}
-}
-
-// decidePermission applies rules to a request: a matching deny rule wins,
-// then a matching allow rule; with neither the request is denied (rule
-// nil).
-func decidePermission(rules []tools.Rule, pr permissionRequest) (*tools.Rule, bool) {
-	for _, effect := range []string{tools.RuleDeny, tools.RuleAllow} {
-		for i := range rules {
-			r := &rules[i]
-			if r.Effect == effect && ruleMatches(*r, pr) {
-				return r, effect == tools.RuleAllow
-			}
-		}
-	}
-	return nil, false
-}
-
-func ruleMatches(r tools.Rule, pr permissionRequest) bool {
-	switch r.Kind {
-	case tools.RuleKindTool:
-		return strings.EqualFold(r.Value, pr.tool)
-	case tools.RuleKindCategory:
-		return r.Value == pr.category
-	case tools.RuleKindBashExact:
-		// A path or web review also fills command; only Bash compares it.
-		return strings.EqualFold(pr.tool, tools.NameBash) && pr.command != "" &&
-			strings.Join(strings.Fields(pr.command), " ") == r.Value
-	}
-	return false
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/maka-agent/maka/internal/lane"
 	"github.com/maka-agent/maka/internal/messages"
 	"github.com/maka-agent/maka/internal/model"
+	"github.com/maka-agent/maka/internal/sandbox"
 	"github.com/maka-agent/maka/internal/sessions"
 	"github.com/maka-agent/maka/internal/store"
 	"github.com/maka-agent/maka/internal/tasks"
@@ -81,7 +82,9 @@ func Factory(rootPath string, log *slog.Logger, opts Options) host.CompositionFa
 		log = slog.New(slog.DiscardHandler)
 	}
 	return func(ctx context.Context, k *host.Kernel) (host.Composition, error) {
-		return Open(ctx, rootPath, Host{Epoch: k.HostEpoch(), RequestDrain: k.RequestDrain, Residency: k.AcquireResidency}, log, opts)
+		h := Host{Epoch: k.HostEpoch(), RequestDrain: k.RequestDrain, Residency: k.AcquireResidency,
+			Protected: []string{k.ControlDirectory(), k.Endpoint()}}
+		return Open(ctx, rootPath, h, log, opts)
 	}
 }
 
@@ -92,6 +95,9 @@ type Host struct {
 	RequestDrain func()
 	// Residency keeps the host alive while a turn runs (nil: never).
 	Residency func() host.Residency
+	// Protected are the host's paths outside the storage root (the
+	// control directory, the socket) that no tool may reach.
+	Protected []string
 }
 
 // Open opens the domain of rootPath for the host epoch h.Epoch.
@@ -137,6 +143,7 @@ func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts O
 	}
 	c.sessions = sessions.New(st, c.gate, sessions.Options{
 		HostEpoch:             hostEpoch,
+		SandboxStatus:         sandboxStatus,
 		DefaultPermissionMode: c.defaultPermissionMode,
 		OnChange:              c.refresh,
 		ActiveRoot:            func(id string) bool { return tl.ActiveRoot(id) },
@@ -156,8 +163,10 @@ func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts O
 	tl = turns.New(turns.Options{
 		Store: st, Gate: c.gate, Continuity: c.cont, Residency: h.Residency, RequestDrain: requestDrain,
 		Resolve: c.resolveModel, Interactions: c.inter, Messages: c.msgs, System: systemPrompt,
-		Tools:    tools.NewRegistry(append(tools.Builtins(), tools.NewAskUserQuestion())...),
-		MaxSteps: opts.MaxSteps, Step: opts.Step, Log: log,
+		Protected:        protectedPaths(rootPath, h.Protected),
+		SandboxAvailable: func() bool { ok, _ := sandboxStatus(); return ok },
+		Tools:            tools.NewRegistry(append(tools.Builtins(), tools.NewAskUserQuestion())...),
+		MaxSteps:         opts.MaxSteps, Step: opts.Step, Log: log,
 	})
 	c.turns = tl
 	c.msgs.Bind(tl)
@@ -172,6 +181,32 @@ func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts O
 		}
 	}
 	return c, nil
+}
+
+// protectedPaths are the paths no tool may reach: the storage root (and
+// so the database and the credentials file) and the host's other paths,
+// each also by its real path.
+func protectedPaths(rootPath string, more []string) []string {
+	var out []string
+	for _, p := range append([]string{rootPath, filepath.Join(rootPath, SecretsFile)}, more...) {
+		if p == "" || p == "." {
+			continue
+		}
+		if abs, err := filepath.Abs(p); err == nil {
+			p = abs
+		}
+		out = append(out, p)
+		if real, err := filepath.EvalSymlinks(p); err == nil && real != p {
+			out = append(out, real)
+		}
+	}
+	return out
+}
+
+// sandboxStatus reports whether this machine can sandbox Bash calls.
+func sandboxStatus() (bool, string) {
+	st := sandbox.Status()
+	return st.Available, st.Reason
 }
 
 // defaultPermissionMode reads the runtime policy's chat default.

@@ -22,6 +22,9 @@ func permissionRequest(req agent.PermissionRequest) (protocol.InteractionRequest
 	if !slices.Contains(protocol.ToolCategories, req.Category) {
 		return protocol.InteractionRequest{}, invalid("unknown tool category %q", req.Category)
 	}
+	if req.Escalation {
+		return escalationRequest(req)
+	}
 	review, err := toolReview(req)
 	if err != nil {
 		return protocol.InteractionRequest{}, err
@@ -35,6 +38,33 @@ func permissionRequest(req agent.PermissionRequest) (protocol.InteractionRequest
 			Reason:                 protocol.PermissionReasonForCategory(req.Category),
 			Review:                 review,
 			RememberForTurnAllowed: req.RememberAllowed,
+		},
+	}
+	if err := wire.Validate(); err != nil {
+		return protocol.InteractionRequest{}, invalid("%s: %v", req.ToolName, err)
+	}
+	return wire, nil
+}
+
+// escalationRequest builds the sandbox_escalation prompt of a Bash call
+// that asks to run outside the sandbox (approved once or denied).
+func escalationRequest(req agent.PermissionRequest) (protocol.InteractionRequest, error) {
+	if req.ToolName != tools.NameBash {
+		return protocol.InteractionRequest{}, invalid("%s cannot ask to leave the sandbox", req.ToolName)
+	}
+	cmd, err := requiredText(req.Args, "command", protocol.ReviewCommandMaxBytes, true)
+	if err != nil {
+		return protocol.InteractionRequest{}, err
+	}
+	if protocol.CategorizeBash(cmd) != req.Category {
+		return protocol.InteractionRequest{}, invalid("the command cannot be shown for review without changing its category")
+	}
+	wire := protocol.InteractionRequest{
+		Kind:      protocol.InteractionKindPermission,
+		ToolUseID: req.ToolUseID,
+		Prompt: protocol.SandboxEscalationPrompt{
+			Category: req.Category, Command: cmd, Cwd: req.Cwd, Trigger: protocol.SandboxTriggerProactive,
+			AlsoApprovesToolExecution: true,
 		},
 	}
 	if err := wire.Validate(); err != nil {

@@ -86,6 +86,9 @@ type Options struct {
 	Queue func(sessionID string) protocol.SessionMessageQueueProjection
 	// HostEpoch is the host epoch of the empty message queue projection.
 	HostEpoch string
+	// SandboxStatus reports whether this machine can enforce a sandbox and,
+	// when it cannot, why (nil: it cannot, for no stated reason).
+	SandboxStatus func() (available bool, reason string)
 }
 
 // Service serves the session extension operations on one store.
@@ -104,13 +107,19 @@ func New(st *store.Store, gate *lane.Gate, opts Options) *Service {
 	return &Service{st: st, gate: gate, opts: opts}
 }
 
-// Handlers returns the handlers of the four session extension operations.
+// Handlers returns the handlers of the session and permission extension
+// operations.
 func (s *Service) Handlers() host.Handlers {
 	return host.Handlers{
 		protocol.OpSessionCreate:         s.handleCreate,
 		protocol.OpSessionCatalogQuery:   s.handleCatalogQuery,
 		protocol.OpSessionLifecycleSet:   s.handleLifecycleSet,
 		protocol.OpSessionTranscriptPage: s.handleTranscriptPage,
+
+		protocol.OpSessionPermissionsQuery: s.handlePermissionsQuery,
+		protocol.OpSessionPermissionsSet:   s.handlePermissionsSet,
+		protocol.OpRootPermissionsQuery:    s.handleRootPermissionsQuery,
+		protocol.OpRootPermissionsSet:      s.handleRootPermissionsSet,
 	}
 }
 
@@ -171,6 +180,10 @@ type sessionDoc struct {
 	// policy's default when the session was created, so that a retry of
 	// the same create stays idempotent after the default changed.
 	DefaultPermission bool `json:"defaultPermission,omitempty"`
+	// Sandbox is the session's own sandbox mode ("": the root's).
+	Sandbox string `json:"sandbox,omitempty"`
+	// Rules are the session's own permission rules (permissions.go).
+	Rules []protocol.PermissionRule `json:"rules,omitempty"`
 }
 
 type storedModelTarget struct {

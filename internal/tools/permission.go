@@ -2,6 +2,8 @@ package tools
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"path"
@@ -9,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/maka-agent/maka/internal/sandbox"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -69,7 +72,7 @@ var permissionMatrix = map[string][4]Decision{
 	protocol.ToolCategoryRead:           {Allow, Allow, Allow, Allow},
 	protocol.ToolCategoryWebRead:        {Prompt, Prompt, Allow, Allow},
 	protocol.ToolCategoryFileWrite:      {Block, Prompt, Allow, Allow},
-	protocol.ToolCategoryShellSafe:      {Block, Prompt, Prompt, Allow},
+	protocol.ToolCategoryShellSafe:      {Allow, Allow, Allow, Allow},
 	protocol.ToolCategoryShellUnsafe:    {Block, Prompt, Prompt, Allow},
 	protocol.ToolCategoryFSDestructive:  {Block, Prompt, Prompt, Allow},
 	protocol.ToolCategoryGitDestructive: {Block, Prompt, Prompt, Allow},
@@ -83,90 +86,16 @@ var permissionMatrix = map[string][4]Decision{
 
 // MatrixDecision is the decision of the permission matrix for a category
 // in a mode; an unknown category is treated as custom_tool and an unknown
-// mode as ask. Shell categories prompt in execute mode because no platform
-// sandbox enforces their effects.
+// mode as ask. It is the matrix without a sandbox: shell_unsafe prompts in
+// execute mode; Engine.Evaluate allows it there when the call runs
+// sandboxed. shell_safe (a read-only command, see BashCategory) runs in
+// every mode, which the original host never reached.
 func MatrixDecision(mode Mode, category string) Decision {
 	row, ok := permissionMatrix[category]
 	if !ok {
 		row = permissionMatrix[protocol.ToolCategoryCustomTool]
 	}
 	return row[modeIndex(mode)]
-}
-
-// Rule effects and kinds.
-const (
-	RuleAllow = "allow"
-	RuleDeny  = "deny"
-
-	RuleKindTool      = "tool"
-	RuleKindCategory  = "category"
-	RuleKindBashExact = "bash_exact"
-)
-
-// Rule is a user permission rule. Kind tool matches a tool by name
-// (case-insensitive), category a tool category, bash_exact a Bash call whose
-// whitespace-collapsed command equals Value.
-type Rule struct {
-	Effect string // RuleAllow or RuleDeny
-	Kind   string // RuleKindTool, RuleKindCategory or RuleKindBashExact
-	Value  string
-}
-
-// String renders the rule in ParseRule syntax.
-func (r Rule) String() string {
-	switch r.Kind {
-	case RuleKindCategory:
-		return "category:" + r.Value
-	case RuleKindBashExact:
-		return NameBash + "(" + r.Value + ")"
-	}
-	return r.Value
-}
-
-// ParseRule parses a rule given on the command line: "Read" (a tool by
-// name), "Bash(git status)" (an exact Bash command, compared with runs of
-// whitespace collapsed) or "category:file_write". effect is "allow" or
-// "deny".
-func ParseRule(effect, s string) (Rule, error) {
-	effect = strings.ToLower(strings.TrimSpace(effect))
-	if effect != RuleAllow && effect != RuleDeny {
-		return Rule{}, fmt.Errorf("rule effect must be allow or deny, got %q", effect)
-	}
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return Rule{}, fmt.Errorf("empty permission rule")
-	}
-	if cat, ok := strings.CutPrefix(s, "category:"); ok {
-		cat = strings.TrimSpace(cat)
-		if _, known := permissionMatrix[cat]; !known {
-			return Rule{}, fmt.Errorf("unknown tool category %q in rule %q", cat, s)
-		}
-		return Rule{Effect: effect, Kind: RuleKindCategory, Value: cat}, nil
-	}
-	if open := strings.IndexByte(s, '('); open >= 0 {
-		name := strings.TrimSpace(s[:open])
-		if !strings.HasSuffix(s, ")") {
-			return Rule{}, fmt.Errorf("rule %q: missing closing parenthesis", s)
-		}
-		if !strings.EqualFold(name, NameBash) {
-			return Rule{}, fmt.Errorf("rule %q: only Bash(...) rules take an argument", s)
-		}
-		cmd := collapseSpaces(s[open+1 : len(s)-1])
-		if cmd == "" {
-			return Rule{}, fmt.Errorf("rule %q: empty command", s)
-		}
-		return Rule{Effect: effect, Kind: RuleKindBashExact, Value: cmd}, nil
-	}
-	if strings.ContainsAny(s, " \t\n:)") {
-		return Rule{}, fmt.Errorf("rule %q: a tool name has no spaces, colons or parentheses", s)
-	}
-	return Rule{Effect: effect, Kind: RuleKindTool, Value: s}, nil
-}
-
-// collapseSpaces trims s and replaces every run of whitespace with one
-// space.
-func collapseSpaces(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }
 
 // Categorizer is implemented by tools that classify their own calls; the
@@ -177,7 +106,7 @@ type Categorizer interface {
 
 // CategoryOf returns the permission category of a call: Read, Grep and
 // Glob read; WebFetch and WebSearch web_read; Write, Edit and patch tools
-// file_write; Bash as classified by protocol.CategorizeBash; WriteStdin
+// file_write; Bash as classified by BashCategory; WriteStdin
 // shell_unsafe; browser_* tools browser; anything else custom_tool, unless
 // the tool implements Categorizer.
 func CategoryOf(tool Tool, args json.RawMessage) string {
@@ -194,7 +123,7 @@ func CategoryOf(tool Tool, args json.RawMessage) string {
 	case NameWrite, NameEdit, "ApplyPatch", "apply_patch":
 		return protocol.ToolCategoryFileWrite
 	case NameBash:
-		return protocol.CategorizeBash(stringArg(args, "command"))
+		return BashCategory(stringArg(args, "command"))
 	case toolWriteStdin:
 		return protocol.ToolCategoryShellUnsafe
 	default:
@@ -209,37 +138,33 @@ func CategoryOf(tool Tool, args json.RawMessage) string {
 // it may not be remembered.
 const toolWriteStdin = "WriteStdin"
 
-// Scope key bounds.
-const (
-	scopeMaxCommand = 512
-	scopeMaxArgs    = 1024
-)
-
 // ScopeKey identifies what a "remember for this turn" approval covers:
-// "<category>:<Tool>:<path>" for Read, Write and Edit,
-// "<category>:Glob:<cwd>:<pattern>", "<category>:Grep:<path>:<glob>:<pattern>",
-// "<category>:Bash:<command, whitespace-collapsed, at most 512 bytes>",
-// "browser" for every browser tool, else "<category>:<Tool>:<arguments as
-// sorted JSON, at most 1024 bytes>".
+// "<category>:<Tool>:<path>" for Read, Write and Edit (that one path,
+// cleaned), "<category>:Bash:<sha256 of the canonical command>" (that one
+// command, whole), "browser" for every browser tool, else
+// "<category>:<Tool>:<sha256 of the arguments as sorted JSON>" (that one
+// call). A key never holds a prefix of what was approved, so an approval
+// can never cover a longer command or other arguments.
 func ScopeKey(category string, tool Tool, args json.RawMessage) string {
 	name := tool.Name()
 	switch {
 	case name == NameRead || name == NameWrite || name == NameEdit:
 		return category + ":" + name + ":" + cleanArgPath(stringArg(args, "path"))
-	case name == NameGlob:
-		return category + ":" + name + ":" + cleanArgPath(stringArg(args, "cwd")) + ":" + stringArg(args, "pattern")
-	case name == NameGrep:
-		return category + ":" + name + ":" + cleanArgPath(stringArg(args, "path")) + ":" +
-			stringArg(args, "glob") + ":" + stringArg(args, "pattern")
 	case name == NameBash:
-		return category + ":" + name + ":" + truncateBytes(collapseSpaces(stringArg(args, "command")), scopeMaxCommand)
+		return category + ":" + name + ":" + digest(CanonicalCommand(stringArg(args, "command")))
 	case category == protocol.ToolCategoryBrowser:
 		return protocol.ToolCategoryBrowser
 	}
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}
-	return category + ":" + name + ":" + truncateBytes(string(CanonicalJSON(args)), scopeMaxArgs)
+	return category + ":" + name + ":" + digest(string(CanonicalJSON(args)))
+}
+
+// digest is the hex SHA-256 of s.
+func digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 // cleanArgPath normalises a path argument for a scope key; an empty path
@@ -278,14 +203,39 @@ type Verdict struct {
 	RememberAllowed bool
 	// Rule is the rule that decided, if any.
 	Rule *Rule
+	// Sandbox is how the call's processes are confined once it runs (Bash
+	// only; Off for other tools).
+	Sandbox sandbox.Mode
+	// Escalation marks a Bash call that asked to run outside the sandbox
+	// it would otherwise run in: its prompt is a sandbox_escalation prompt
+	// (allow once or deny).
+	Escalation bool
+	// Explanation says, for a Block, why and what would allow the call.
+	Explanation string
 }
 
-// Engine decides whether tool calls may run under a mode and rules, and
-// remembers the scopes approved for the rest of a turn. Create one per
-// turn; it is safe for concurrent use.
+// Policy is what decides a session's calls: its permission mode, its rules
+// (the root's defaults and the session's own, in any order: deny rules are
+// decided first), and its sandbox.
+type Policy struct {
+	Mode  Mode
+	Rules []Rule
+	// Workspace is the session workspace; path rules are relative to it.
+	Workspace string
+	// Sandbox is the session's sandbox mode for Bash calls.
+	Sandbox sandbox.Mode
+	// SandboxAvailable reports whether this machine can enforce a sandbox
+	// (sandbox.Status); without one every Bash call runs unconfined and
+	// execute mode prompts for commands.
+	SandboxAvailable bool
+}
+
+// Engine decides whether tool calls may run under a policy, and remembers
+// the scopes approved for the rest of a turn. Create one per turn; it is
+// safe for concurrent use.
 type Engine struct {
-	mode  Mode
-	rules []Rule
+	p    Policy
+	root string // the workspace's real path
 
 	mu         sync.Mutex
 	remembered map[string]struct{}
@@ -293,33 +243,73 @@ type Engine struct {
 
 // NewEngine returns an engine for one turn. An unknown mode is treated as
 // ask.
-func NewEngine(mode Mode, rules []Rule) *Engine {
-	return &Engine{mode: mode, rules: append([]Rule(nil), rules...), remembered: map[string]struct{}{}}
+func NewEngine(p Policy) *Engine {
+	p.Rules = append([]Rule(nil), p.Rules...)
+	e := &Engine{p: p, remembered: map[string]struct{}{}}
+	if p.Workspace != "" {
+		if root, err := filepath.EvalSymlinks(p.Workspace); err == nil {
+			e.root = root
+		}
+	}
+	return e
 }
 
 // Mode returns the engine's permission mode.
-func (e *Engine) Mode() Mode { return e.mode }
+func (e *Engine) Mode() Mode { return e.p.Mode }
+
+// callSandbox is the sandbox a Bash call of the policy runs in: read-only
+// in explore, the session's sandbox in ask and execute, none in bypass or
+// where the machine cannot enforce one.
+func (e *Engine) callSandbox() sandbox.Mode {
+	switch {
+	case !e.p.SandboxAvailable || e.p.Mode == ModeBypass:
+		return sandbox.Off
+	case e.p.Mode == ModeExplore:
+		return sandbox.ReadOnly
+	case e.p.Sandbox == "":
+		return sandbox.WorkspaceWrite
+	}
+	return e.p.Sandbox
+}
 
 // Evaluate decides a call. Deny rules win over allow rules; then a tool
 // that needs no permission is allowed; then the permission matrix decides,
-// except that a prompt for a remembered scope key is allowed.
+// with the sandbox: a Bash call that runs sandboxed needs no prompt in
+// execute mode, and one that asks to leave the sandbox prompts for that
+// (and is refused in explore); a prompt for a remembered scope key is
+// allowed.
 func (e *Engine) Evaluate(tool Tool, args json.RawMessage) Verdict {
 	cat := CategoryOf(tool, args)
+	name := tool.Name()
 	v := Verdict{
 		Category:        cat,
 		Reason:          protocol.PermissionReasonForCategory(cat),
 		ScopeKey:        ScopeKey(cat, tool, args),
-		RememberAllowed: tool.Name() != toolWriteStdin && cat != protocol.ToolCategoryComputerUse,
+		RememberAllowed: name != toolWriteStdin && cat != protocol.ToolCategoryComputerUse,
+		Sandbox:         sandbox.Off,
 	}
+	escalate := false
+	if name == NameBash {
+		v.Sandbox = e.callSandbox()
+		if boolArg(args, "sandbox") == argFalse && v.Sandbox != sandbox.Off {
+			escalate = true
+		}
+	}
+	m := matchContext{tool: name, category: cat, args: args, workspace: e.p.Workspace, root: e.root}
 	for _, effect := range []string{RuleDeny, RuleAllow} {
-		for i := range e.rules {
-			r := e.rules[i]
-			if r.Effect == effect && ruleMatches(r, tool, cat, args) {
-				v.Decision = Block
-				if effect == RuleAllow {
-					v.Decision = Allow
-				}
+		for i := range e.p.Rules {
+			r := e.p.Rules[i]
+			if r.Effect == effect && r.matches(m) {
 				v.Rule = &r
+				if effect == RuleDeny {
+					v.Decision = Block
+					v.Explanation = fmt.Sprintf("the rule deny %s refuses it", r)
+					return v
+				}
+				v.Decision = Allow
+				if escalate {
+					v.Sandbox = sandbox.Off
+				}
 				return v
 			}
 		}
@@ -328,23 +318,54 @@ func (e *Engine) Evaluate(tool Tool, args json.RawMessage) Verdict {
 		v.Decision = Allow
 		return v
 	}
-	v.Decision = MatrixDecision(e.mode, cat)
+	if escalate {
+		if e.p.Mode == ModeExplore {
+			v.Decision = Block
+			v.Explanation = "explore mode runs commands read-only in the sandbox and never outside it; ask or execute mode would ask you"
+			return v
+		}
+		// Leaving the sandbox is approved once, for this call alone.
+		v.Decision, v.Escalation, v.RememberAllowed, v.Sandbox = Prompt, true, false, sandbox.Off
+		if cat == protocol.ToolCategoryShellSafe {
+			v.Category = protocol.CategorizeBash(stringArg(args, "command"))
+			v.Reason = protocol.PermissionReasonForCategory(v.Category)
+		}
+		return v
+	}
+	v.Decision = MatrixDecision(e.p.Mode, cat)
+	if v.Decision == Prompt && cat == protocol.ToolCategoryShellUnsafe && e.p.Mode == ModeExecute && v.Sandbox != sandbox.Off {
+		v.Decision = Allow
+	}
 	if v.Decision == Prompt && e.isRemembered(v.ScopeKey) {
 		v.Decision = Allow
+	}
+	if v.Decision == Block {
+		v.Explanation = explainBlock(e.p.Mode, cat, name, args)
 	}
 	return v
 }
 
-func ruleMatches(r Rule, tool Tool, category string, args json.RawMessage) bool {
-	switch r.Kind {
-	case RuleKindTool:
-		return strings.EqualFold(r.Value, tool.Name())
-	case RuleKindCategory:
-		return r.Value == category
-	case RuleKindBashExact:
-		return tool.Name() == NameBash && collapseSpaces(stringArg(args, "command")) == collapseSpaces(r.Value)
+// explainBlock says why the matrix refuses a call in mode and which mode
+// would let it run.
+func explainBlock(mode Mode, category, tool string, args json.RawMessage) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s mode does not run %s calls", mode, category)
+	if tool == NameBash {
+		if why := ShellUnsafeReason(stringArg(args, "command")); why != "" {
+			fmt.Fprintf(&b, " (%s)", why)
+		}
 	}
-	return false
+	for _, m := range Modes[modeIndex(mode)+1:] {
+		switch MatrixDecision(m, category) {
+		case Prompt:
+			fmt.Fprintf(&b, "; %s mode would ask for approval", m)
+			return b.String()
+		case Allow:
+			fmt.Fprintf(&b, "; %s mode would run it", m)
+			return b.String()
+		}
+	}
+	return b.String()
 }
 
 // Remember allows prompts for scopeKey for the rest of the turn.
@@ -359,4 +380,28 @@ func (e *Engine) isRemembered(scopeKey string) bool {
 	defer e.mu.Unlock()
 	_, ok := e.remembered[scopeKey]
 	return ok
+}
+
+// boolArg values.
+const (
+	argAbsent = iota
+	argFalse
+	argTrue
+)
+
+// boolArg reads the boolean argument key of a JSON object: argAbsent when
+// it is missing or not a boolean.
+func boolArg(args json.RawMessage, key string) int {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(args, &m) != nil {
+		return argAbsent
+	}
+	var b bool
+	if json.Unmarshal(m[key], &b) != nil {
+		return argAbsent
+	}
+	if b {
+		return argTrue
+	}
+	return argFalse
 }

@@ -1,6 +1,8 @@
 package tools
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -18,7 +20,7 @@ func TestPermissionMatrix(t *testing.T) {
 		"web_read":        {P, P, A, A},
 		"file_write":      {B, P, A, A},
 		"fs_destructive":  {B, P, P, A},
-		"shell_safe":      {B, P, P, A},
+		"shell_safe":      {A, A, A, A},
 		"shell_unsafe":    {B, P, P, A},
 		"git_destructive": {B, P, P, A},
 		"network_send":    {B, P, A, A},
@@ -39,7 +41,7 @@ func TestPermissionMatrix(t *testing.T) {
 		for i, mode := range Modes {
 			t.Run(fmt.Sprintf("%s/%s", mode, cat), func(t *testing.T) {
 				tool := categorizedTool{fakeTool{name: "Custom", perm: true, category: cat}}
-				v := NewEngine(mode, nil).Evaluate(tool, json.RawMessage(`{"a":1}`))
+				v := NewEngine(Policy{Mode: mode}).Evaluate(tool, json.RawMessage(`{"a":1}`))
 				if v.Decision != row[i] || MatrixDecision(mode, cat) != row[i] {
 					t.Errorf("decision %s, want %s", v.Decision, row[i])
 				}
@@ -69,7 +71,7 @@ func TestBuiltinCategories(t *testing.T) {
 		{NameGrep, `{"pattern":"x"}`, "read", "custom", Allow, Allow, Allow},
 		{NameWrite, `{"path":"a","content":""}`, "file_write", "file_write", Block, Prompt, Allow},
 		{NameEdit, `{"path":"a","old_string":"x","new_string":"y"}`, "file_write", "file_write", Block, Prompt, Allow},
-		{NameBash, `{"command":"ls -la"}`, "shell_unsafe", "shell_dangerous", Block, Prompt, Prompt},
+		{NameBash, `{"command":"make -j4"}`, "shell_unsafe", "shell_dangerous", Block, Prompt, Prompt},
 		{NameBash, `{"command":"rm -rf build"}`, "fs_destructive", "fs_destructive", Block, Prompt, Prompt},
 		{NameBash, `{"command":"git push --force"}`, "git_destructive", "git_destructive", Block, Prompt, Prompt},
 		{NameBash, `{"command":"echo hi && sudo reboot"}`, "privileged", "privileged", Block, Prompt, Prompt},
@@ -79,7 +81,7 @@ func TestBuiltinCategories(t *testing.T) {
 		t.Run(tt.tool+tt.args, func(t *testing.T) {
 			tool := byName(t, tt.tool)
 			for mode, want := range map[Mode]Decision{ModeExplore: tt.explore, ModeAsk: tt.ask, ModeExecute: tt.execute, ModeBypass: Allow} {
-				v := NewEngine(mode, nil).Evaluate(tool, json.RawMessage(tt.args))
+				v := NewEngine(Policy{Mode: mode}).Evaluate(tool, json.RawMessage(tt.args))
 				if v.Decision != want || v.Category != tt.category || v.Reason != tt.reason {
 					t.Errorf("%s: %+v, want %s %s %s", mode, v, want, tt.category, tt.reason)
 				}
@@ -105,6 +107,7 @@ func TestRulePrecedence(t *testing.T) {
 		return r
 	}
 	read, write, bash := byName(t, NameRead), byName(t, NameWrite), byName(t, NameBash)
+	ws := newEnv(t).Workspace
 	tests := []struct {
 		name  string
 		mode  Mode
@@ -114,20 +117,33 @@ func TestRulePrecedence(t *testing.T) {
 		want  Decision
 		rule  string // the deciding rule, "" for none
 	}{
-		{"deny beats allow", ModeBypass, []Rule{rule("allow", "Write"), rule("deny", "write")}, write, `{"path":"a"}`, Block, "write"},
+		{"deny beats allow", ModeBypass, []Rule{rule("allow", "Write"), rule("deny", "write")}, write, `{"path":"a"}`, Block, "Write"},
 		{"deny applies to tools needing no permission", ModeBypass, []Rule{rule("deny", "Read")}, read, `{"path":"a"}`, Block, "Read"},
 		{"allow rule beats the matrix", ModeExplore, []Rule{rule("allow", "category:file_write")}, write, `{"path":"a"}`, Allow, "category:file_write"},
-		{"bash exact allow, whitespace collapsed", ModeExplore, []Rule{rule("allow", "Bash(git   status)")}, bash, `{"command":"  git status\n"}`, Allow, "Bash(git status)"},
-		{"bash exact does not match more", ModeAsk, []Rule{rule("allow", "Bash(git status)")}, bash, `{"command":"git status; rm -rf /"}`, Prompt, ""},
+		{"bash exact allow, unquoted blanks folded", ModeExplore, []Rule{rule("allow", "Bash(make   build)")}, bash, `{"command":"  make build\n"}`, Allow, "Bash(make build)"},
+		{"bash exact keeps quoted blanks", ModeAsk, []Rule{rule("allow", "Bash(echo 'a  b')")}, bash, `{"command":"echo 'a b'"}`, Prompt, ""},
+		{"bash exact does not match more", ModeAsk, []Rule{rule("allow", "Bash(make build)")}, bash, `{"command":"make build; rm -rf /"}`, Prompt, ""},
+		{"bash exact never matches a second line", ModeAsk, []Rule{rule("allow", "Bash(a b)")}, bash, `{"command":"a\nb"}`, Prompt, ""},
+		{"bash prefix allows its command", ModeAsk, []Rule{rule("allow", "Bash(npm run test:*)")}, bash, `{"command":"npm run test -- --watch=false"}`, Allow, "Bash(npm run test:*)"},
+		{"bash prefix needs a word boundary", ModeAsk, []Rule{rule("allow", "Bash(npm run test:*)")}, bash, `{"command":"npm run testx"}`, Prompt, ""},
+		{"bash prefix never matches a chain", ModeAsk, []Rule{rule("allow", "Bash(npm run test:*)")}, bash, `{"command":"npm run test && curl x | sh"}`, Prompt, ""},
+		{"bash prefix never matches a substitution", ModeAsk, []Rule{rule("allow", "Bash(npm run test:*)")}, bash, `{"command":"npm run test $(rm -rf ~)"}`, Prompt, ""},
+		{"bash prefix never matches a newline", ModeAsk, []Rule{rule("allow", "Bash(npm run test:*)")}, bash, `{"command":"npm run test\nrm -rf ~"}`, Prompt, ""},
+		{"path rule allows inside its glob", ModeAsk, []Rule{rule("allow", "Edit(docs/**)")}, write, `{"path":"docs/a/b.md"}`, Allow, "Edit(docs/**)"},
+		{"path rule misses outside its glob", ModeAsk, []Rule{rule("allow", "Edit(docs/**)")}, write, `{"path":"docs/../src/a.go"}`, Prompt, ""},
+		{"path deny rule on Read", ModeBypass, []Rule{rule("deny", "Read(secrets/**)")}, read, `{"path":"./secrets/k"}`, Block, "Read(secrets/**)"},
+		{"Read rule covers Grep", ModeBypass, []Rule{rule("deny", "Read(secrets/**)")}, byName(t, NameGrep), `{"pattern":"x","path":"secrets"}`, Block, "Read(secrets/**)"},
+		{"Write rule does not cover Read", ModeBypass, []Rule{rule("deny", "Write(**)")}, read, `{"path":"a"}`, Allow, ""},
 		{"bash exact only for Bash", ModeAsk, []Rule{rule("allow", "Bash(a)")}, write, `{"path":"a","command":"a"}`, Prompt, ""},
 		{"deny refined bash category", ModeBypass, []Rule{rule("deny", "category:fs_destructive")}, bash, `{"command":"rm x"}`, Block, "category:fs_destructive"},
 		{"category deny misses other categories", ModeBypass, []Rule{rule("deny", "category:fs_destructive")}, bash, `{"command":"ls"}`, Allow, ""},
 		{"deny bash exact beats allow tool", ModeBypass, []Rule{rule("allow", "Bash"), rule("deny", "Bash(make deploy)")}, bash, `{"command":"make  deploy"}`, Block, "Bash(make deploy)"},
+		{"deny bash prefix", ModeBypass, []Rule{rule("deny", "Bash(git push:*)")}, bash, `{"command":"git push origin main"}`, Block, "Bash(git push:*)"},
 		{"no rules", ModeAsk, nil, write, `{"path":"a"}`, Prompt, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v := NewEngine(tt.mode, tt.rules).Evaluate(tt.tool, json.RawMessage(tt.args))
+			v := NewEngine(Policy{Mode: tt.mode, Rules: tt.rules, Workspace: ws}).Evaluate(tt.tool, json.RawMessage(tt.args))
 			if v.Decision != tt.want {
 				t.Errorf("decision %s, want %s", v.Decision, tt.want)
 			}
@@ -147,14 +163,23 @@ func TestParseRule(t *testing.T) {
 		want       Rule
 		err        string
 	}{
-		{"allow", "Read", Rule{RuleAllow, RuleKindTool, "Read"}, ""},
-		{"DENY", " Bash( git  status ) ", Rule{RuleDeny, RuleKindBashExact, "git status"}, ""},
-		{"allow", "bash(ls)", Rule{RuleAllow, RuleKindBashExact, "ls"}, ""},
-		{"allow", "category:file_write", Rule{RuleAllow, RuleKindCategory, "file_write"}, ""},
+		{"allow", "Read", Rule{RuleAllow, RuleKindTool, "Read", ""}, ""},
+		{"allow", "read", Rule{RuleAllow, RuleKindTool, "Read", ""}, ""},
+		{"allow", "mcp__github__create_issue", Rule{RuleAllow, RuleKindTool, "mcp__github__create_issue", ""}, ""},
+		{"DENY", " Bash( git  status ) ", Rule{RuleDeny, RuleKindBashExact, "Bash", "git status"}, ""},
+		{"allow", "bash(ls)", Rule{RuleAllow, RuleKindBashExact, "Bash", "ls"}, ""},
+		{"allow", "Bash(*)", Rule{RuleAllow, RuleKindTool, "Bash", ""}, ""},
+		{"allow", "Bash(npm run  test:*)", Rule{RuleAllow, RuleKindBashPrefix, "Bash", "npm run test"}, ""},
+		{"allow", "Bash(a; b:*)", Rule{}, "one simple command"},
+		{"allow", "Read(src/**)", Rule{RuleAllow, RuleKindPath, "Read", "src/**"}, ""},
+		{"allow", "Edit(./docs/*.md)", Rule{RuleAllow, RuleKindPath, "Edit", "docs/*.md"}, ""},
+		{"allow", "Read(/etc/**)", Rule{RuleAllow, RuleKindPath, "Read", "/etc/**"}, ""},
+		{"allow", "Read([)", Rule{}, "invalid path glob"},
+		{"allow", "category:file_write", Rule{RuleAllow, RuleKindCategory, "", "file_write"}, ""},
 		{"allow", "category:nope", Rule{}, "unknown tool category"},
 		{"allow", "Bash()", Rule{}, "empty command"},
 		{"allow", "Bash(ls", Rule{}, "closing parenthesis"},
-		{"allow", "Read(x)", Rule{}, "only Bash"},
+		{"allow", "WebFetch(x)", Rule{}, "only Bash"},
 		{"allow", "", Rule{}, "empty"},
 		{"allow", "two words", Rule{}, "tool name"},
 		{"maybe", "Read", Rule{}, "allow or deny"},
@@ -188,6 +213,7 @@ func TestParseMode(t *testing.T) {
 }
 
 func TestScopeKeys(t *testing.T) {
+	hash := func(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:]) }
 	tests := []struct {
 		tool Tool
 		args string
@@ -195,33 +221,65 @@ func TestScopeKeys(t *testing.T) {
 	}{
 		{byName(t, NameWrite), `{"path":"./a/../b.txt","content":"x"}`, "file_write:Write:b.txt"},
 		{byName(t, NameRead), `{"path":"src/x.go"}`, "read:Read:src/x.go"},
-		{byName(t, NameGlob), `{"pattern":"**/*.go"}`, "read:Glob:.:**/*.go"},
-		{byName(t, NameGrep), `{"pattern":"foo","path":"src","glob":"*.go"}`, "read:Grep:src:*.go:foo"},
-		{byName(t, NameBash), `{"command":"git   status\n"}`, "shell_unsafe:Bash:git status"},
+		{byName(t, NameGlob), `{"pattern":"**/*.go"}`, "read:Glob:" + hash(`{"pattern":"**/*.go"}`)},
+		{byName(t, NameBash), `{"command":"make   build\n"}`, "shell_unsafe:Bash:" + hash("make build")},
 		{fakeTool{name: "browser_click", perm: true}, `{"x":1}`, "browser"},
-		{fakeTool{name: "mcp", perm: true}, `{"b":1,"a":[2]}`, `custom_tool:mcp:{"a":[2],"b":1}`},
-		{fakeTool{name: "mcp", perm: true}, ``, `custom_tool:mcp:{}`},
+		{fakeTool{name: "mcp", perm: true}, `{"b":1,"a":[2]}`, "custom_tool:mcp:" + hash(`{"a":[2],"b":1}`)},
+		{fakeTool{name: "mcp", perm: true}, ``, "custom_tool:mcp:" + hash(`{}`)},
 	}
 	for _, tt := range tests {
-		v := NewEngine(ModeAsk, nil).Evaluate(tt.tool, json.RawMessage(tt.args))
+		v := NewEngine(Policy{Mode: ModeAsk}).Evaluate(tt.tool, json.RawMessage(tt.args))
 		if v.ScopeKey != tt.want {
 			t.Errorf("%s %s: scope %q, want %q", tt.tool.Name(), tt.args, v.ScopeKey, tt.want)
 		}
 	}
-	long := strings.Repeat("x ", 600)
-	v := NewEngine(ModeAsk, nil).Evaluate(byName(t, NameBash), json.RawMessage(fmt.Sprintf(`{"command":%q}`, long)))
-	if n := len(strings.TrimPrefix(v.ScopeKey, "shell_unsafe:Bash:")); n != scopeMaxCommand {
-		t.Errorf("bash scope key command part %d bytes", n)
+}
+
+// TestRememberedApprovalIsExact approves a long command for the rest of the
+// turn and tries what shares a prefix with it, or differs only in blanks
+// the shell reads as separators.
+func TestRememberedApprovalIsExact(t *testing.T) {
+	bash := byName(t, NameBash)
+	e := NewEngine(Policy{Mode: ModeAsk})
+	cmd := func(c string) json.RawMessage { b, _ := json.Marshal(map[string]string{"command": c}); return b }
+	long := "echo " + strings.Repeat("A", 600)
+	approved := e.Evaluate(bash, cmd(long+" && echo first"))
+	if approved.Decision != Prompt || !approved.RememberAllowed {
+		t.Fatalf("first call: %+v", approved)
 	}
-	v = NewEngine(ModeAsk, nil).Evaluate(fakeTool{name: "mcp", perm: true}, json.RawMessage(fmt.Sprintf(`{"a":%q}`, long)))
-	if n := len(strings.TrimPrefix(v.ScopeKey, "custom_tool:mcp:")); n != scopeMaxArgs {
-		t.Errorf("generic scope key args part %d bytes", n)
+	e.Remember(approved.ScopeKey)
+	if v := e.Evaluate(bash, cmd(long+" && echo first")); v.Decision != Allow {
+		t.Errorf("the approved command itself: %s", v.Decision)
+	}
+	for _, c := range []string{
+		long + " ; touch /elsewhere",
+		long + " && echo first; touch /elsewhere",
+		long + " && echo first\ntouch /elsewhere",
+		strings.Replace(long+" && echo first", " && ", "\n", 1),
+	} {
+		if v := e.Evaluate(bash, cmd(c)); v.Decision != Prompt {
+			t.Errorf("%.40q…%q: %s, want a prompt", c, c[len(c)-24:], v.Decision)
+		}
+	}
+	e.Remember(e.Evaluate(bash, cmd("a b")).ScopeKey)
+	if v := e.Evaluate(bash, cmd("a\nb")); v.Decision != Prompt {
+		t.Errorf("'a b' approved, 'a\\nb' ran: %s", v.Decision)
+	}
+	// custom tools prompt in explore mode.
+	e = NewEngine(Policy{Mode: ModeExplore})
+	other := e.Evaluate(fakeTool{name: "mcp", perm: true}, json.RawMessage(`{"a":"`+strings.Repeat("x", 2000)+`1"}`))
+	if other.Decision != Prompt {
+		t.Fatalf("custom tool in explore: %s", other.Decision)
+	}
+	e.Remember(other.ScopeKey)
+	if v := e.Evaluate(fakeTool{name: "mcp", perm: true}, json.RawMessage(`{"a":"`+strings.Repeat("x", 2000)+`2"}`)); v.Decision != Prompt {
+		t.Error("a remembered call covers another with the same first 2000 bytes")
 	}
 }
 
 func TestRemember(t *testing.T) {
 	write := byName(t, NameWrite)
-	e := NewEngine(ModeAsk, nil)
+	e := NewEngine(Policy{Mode: ModeAsk})
 	a := json.RawMessage(`{"path":"a.txt","content":"1"}`)
 	v := e.Evaluate(write, a)
 	if v.Decision != Prompt || !v.RememberAllowed {
@@ -234,18 +292,18 @@ func TestRemember(t *testing.T) {
 	if got := e.Evaluate(write, json.RawMessage(`{"path":"b.txt","content":"1"}`)); got.Decision != Prompt {
 		t.Errorf("other path %s", got.Decision)
 	}
-	if got := NewEngine(ModeAsk, nil).Evaluate(write, a); got.Decision != Prompt {
+	if got := NewEngine(Policy{Mode: ModeAsk}).Evaluate(write, a); got.Decision != Prompt {
 		t.Error("memory leaked into a new engine")
 	}
 	// Remembering never turns a block into an allow.
-	ex := NewEngine(ModeExplore, nil)
+	ex := NewEngine(Policy{Mode: ModeExplore})
 	ex.Remember(v.ScopeKey)
 	if got := ex.Evaluate(write, a); got.Decision != Block {
 		t.Errorf("explore after remember: %s", got.Decision)
 	}
 	// A deny rule wins over a remembered scope.
 	deny, _ := ParseRule("deny", "Write")
-	dn := NewEngine(ModeAsk, []Rule{deny})
+	dn := NewEngine(Policy{Mode: ModeAsk, Rules: []Rule{deny}})
 	dn.Remember(v.ScopeKey)
 	if got := dn.Evaluate(write, a); got.Decision != Block {
 		t.Errorf("deny after remember: %s", got.Decision)
@@ -259,7 +317,7 @@ func TestRemember(t *testing.T) {
 }
 
 func TestEngineConcurrent(t *testing.T) {
-	e := NewEngine(ModeAsk, nil)
+	e := NewEngine(Policy{Mode: ModeAsk})
 	bash := byName(t, NameBash)
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {

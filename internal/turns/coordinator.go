@@ -81,6 +81,12 @@ type Options struct {
 	RequestDrain func()
 	Resolve      Resolver
 	Tools        *tools.Registry
+	// Protected are the paths the host owns (storage root, control
+	// directory, credentials file), out of every tool's reach.
+	Protected []string
+	// SandboxAvailable reports whether Bash calls can run sandboxed on
+	// this machine (nil: they cannot).
+	SandboxAvailable func() bool
 	// Interactions asks clients to approve tool calls and answer
 	// questions (nil: calls that need approval are denied).
 	Interactions InteractionPort

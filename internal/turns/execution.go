@@ -9,6 +9,7 @@ import (
 
 	"github.com/maka-agent/maka/internal/agent"
 	"github.com/maka-agent/maka/internal/lane"
+	"github.com/maka-agent/maka/internal/sandbox"
 	"github.com/maka-agent/maka/internal/sessions"
 	"github.com/maka-agent/maka/internal/store"
 	"github.com/maka-agent/maka/internal/tools"
@@ -236,19 +237,24 @@ func (c *Coordinator) runAgent(ctx context.Context, rec *recorder, a admission, 
 		c.log.Info("earlier messages left out to fit the context window", "session", a.SessionID, "turn", a.TurnID,
 			"omitted", omitted, "kept", len(history))
 	}
-	mode, err := tools.ParseMode(string(sum.PermissionMode))
-	if err != nil {
-		mode = tools.ModeAsk
-	}
 	workspace := sum.Workspace.Path
 	if abs, err := filepath.Abs(workspace); err == nil {
 		workspace = abs
 	}
+	policy, err := c.permissionPolicy(ctx, a.SessionID, workspace)
+	if out, stopped := agent.Stopped(ctx); stopped {
+		return out
+	}
+	if err != nil {
+		c.log.Error("turn permission policy unreadable", "session", a.SessionID, "err", err)
+		return agent.Outcome{Status: agent.StatusFailed, StopReason: agent.StopError, FailureClass: agent.FailureRuntimeError,
+			Message: "Cannot decide tool calls: the session's permission policy could not be read"}
+	}
 	turn := agent.Turn{
 		SessionID: a.SessionID, TurnID: a.TurnID, RunID: a.RunID,
-		Prompt: a.Content.Text, History: history, Workspace: workspace,
+		Prompt: a.Content.Text, History: history, Workspace: workspace, Protected: c.opts.Protected,
 		Provider: resolved.Provider, Model: resolved.Model, System: c.opts.System,
-		Tools: c.opts.Tools, Permissions: tools.NewEngine(mode, nil),
+		Tools: c.opts.Tools, Permissions: tools.NewEngine(policy),
 		MaxSteps: c.opts.MaxSteps, Step: c.opts.Step, Now: c.opts.Now, NewID: c.opts.NewID,
 	}
 	if rec.interactions != nil {
@@ -259,6 +265,31 @@ func (c *Coordinator) runAgent(ctx context.Context, rec *recorder, a admission, 
 	}
 	out := agent.Run(ctx, turn, rec)
 	return out
+}
+
+// permissionPolicy reads the session's durable permission policy (mode,
+// sandbox, the root's and the session's rules) for one turn's engine.
+func (c *Coordinator) permissionPolicy(ctx context.Context, sessionID, workspace string) (tools.Policy, error) {
+	var perms sessions.Permissions
+	err := c.opts.Store.Read(ctx, func(q store.Querier) error {
+		var err error
+		perms, err = sessions.LoadPermissions(q, sessionID)
+		return err
+	})
+	if err != nil {
+		return tools.Policy{}, err
+	}
+	mode, err := tools.ParseMode(string(perms.Mode))
+	if err != nil {
+		mode = tools.ModeAsk
+	}
+	rules, skipped := perms.ToolRules()
+	if len(skipped) > 0 {
+		c.log.Warn("permission rules that no longer parse are ignored", "session", sessionID, "rules", skipped)
+	}
+	box, _ := sandbox.ParseMode(perms.Sandbox)
+	available := c.opts.SandboxAvailable != nil && c.opts.SandboxAvailable()
+	return tools.Policy{Mode: mode, Rules: rules, Workspace: workspace, Sandbox: box, SandboxAvailable: available}, nil
 }
 
 // sessionStatusAfter is the session status a turn's outcome leaves.

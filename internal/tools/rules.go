@@ -1,0 +1,327 @@
+package tools
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
+)
+
+// Rule effects and kinds.
+const (
+	RuleAllow = "allow"
+	RuleDeny  = "deny"
+
+	// RuleKindTool matches every call of a tool by name ("Read", "Bash",
+	// "mcp__github__create_issue"), case-insensitively.
+	RuleKindTool = "tool"
+	// RuleKindCategory matches a permission category ("category:file_write").
+	RuleKindCategory = "category"
+	// RuleKindBashExact matches one exact Bash command ("Bash(go test ./...)").
+	RuleKindBashExact = "bash_exact"
+	// RuleKindBashPrefix matches a single simple Bash command that starts
+	// with the given words ("Bash(npm run test:*)").
+	RuleKindBashPrefix = "bash_prefix"
+	// RuleKindPath matches the path argument of a file tool against a glob
+	// ("Read(src/**)", "Edit(docs/*.md)", "Read(/etc/**)").
+	RuleKindPath = "path"
+)
+
+// RuleMaxBytes bounds the text of one rule.
+const RuleMaxBytes = 1024
+
+// Rule is a user permission rule, written in the syntax users of Claude
+// Code know:
+//
+//	Read                   every call of the tool
+//	category:file_write    every call of a permission category
+//	Bash(go test ./...)    exactly this command
+//	Bash(npm run test:*)   a single command starting with these words
+//	Read(src/**)           Read, Glob and Grep of paths matching the glob
+//	Edit(docs/*.md)        Edit and Write of matching paths
+//	Write(out/**)          Write of matching paths
+//
+// A path glob is relative to the session workspace unless it starts with
+// "/"; "**" crosses directories. Deny rules are decided before allow rules.
+type Rule struct {
+	Effect string // RuleAllow or RuleDeny
+	Kind   string // one of the RuleKind constants
+	// Tool is the tool the rule names (RuleKindTool, RuleKindPath; "Bash"
+	// for the Bash kinds).
+	Tool string
+	// Value is the category, the canonical command, the command prefix or
+	// the path glob.
+	Value string
+}
+
+// String renders the rule in ParseRule syntax.
+func (r Rule) String() string {
+	switch r.Kind {
+	case RuleKindCategory:
+		return "category:" + r.Value
+	case RuleKindBashExact:
+		return NameBash + "(" + r.Value + ")"
+	case RuleKindBashPrefix:
+		return NameBash + "(" + r.Value + ":*)"
+	case RuleKindPath:
+		return r.Tool + "(" + r.Value + ")"
+	}
+	return r.Tool
+}
+
+// toolNamePattern is what a rule accepts as a tool name.
+var toolNamePattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,127}$`)
+
+// pathRuleTools are the tools whose rules take a path glob, with the tools
+// each one covers.
+var pathRuleTools = map[string][]string{
+	NameRead:  {NameRead, NameGlob, NameGrep},
+	NameEdit:  {NameEdit, NameWrite},
+	NameWrite: {NameWrite},
+	NameGlob:  {NameGlob},
+	NameGrep:  {NameGrep},
+}
+
+// ParseRule parses a rule in the syntax of Rule; effect is "allow" or
+// "deny".
+func ParseRule(effect, s string) (Rule, error) {
+	effect = strings.ToLower(strings.TrimSpace(effect))
+	if effect != RuleAllow && effect != RuleDeny {
+		return Rule{}, fmt.Errorf("rule effect must be allow or deny, got %q", effect)
+	}
+	s = strings.TrimSpace(s)
+	switch {
+	case s == "":
+		return Rule{}, fmt.Errorf("empty permission rule")
+	case len(s) > RuleMaxBytes:
+		return Rule{}, fmt.Errorf("permission rule longer than %d bytes", RuleMaxBytes)
+	}
+	if cat, ok := strings.CutPrefix(s, "category:"); ok {
+		cat = strings.TrimSpace(cat)
+		if _, known := permissionMatrix[cat]; !known {
+			return Rule{}, fmt.Errorf("unknown tool category %q in rule %q", cat, s)
+		}
+		return Rule{Effect: effect, Kind: RuleKindCategory, Value: cat}, nil
+	}
+	open := strings.IndexByte(s, '(')
+	if open < 0 {
+		if !toolNamePattern.MatchString(s) {
+			return Rule{}, fmt.Errorf("rule %q: a tool name is letters, digits, '_', '-' and '.' (examples: Read, 'Bash(git status)', category:file_write)", s)
+		}
+		return Rule{Effect: effect, Kind: RuleKindTool, Tool: canonicalToolName(s)}, nil
+	}
+	name := strings.TrimSpace(s[:open])
+	if !strings.HasSuffix(s, ")") {
+		return Rule{}, fmt.Errorf("rule %q: missing closing parenthesis", s)
+	}
+	inner := strings.TrimSpace(s[open+1 : len(s)-1])
+	tool := canonicalToolName(name)
+	if tool == NameBash {
+		if inner == "*" {
+			return Rule{Effect: effect, Kind: RuleKindTool, Tool: NameBash}, nil
+		}
+		if prefix, ok := strings.CutSuffix(inner, ":*"); ok {
+			prefix = CanonicalCommand(prefix)
+			if prefix == "" {
+				return Rule{}, fmt.Errorf("rule %q: empty command prefix", s)
+			}
+			if !simpleCommand(prefix) {
+				return Rule{}, fmt.Errorf("rule %q: a prefix rule names one simple command (no ; & | < > $ ` ( ) or newlines)", s)
+			}
+			return Rule{Effect: effect, Kind: RuleKindBashPrefix, Tool: NameBash, Value: prefix}, nil
+		}
+		cmd := CanonicalCommand(inner)
+		if cmd == "" {
+			return Rule{}, fmt.Errorf("rule %q: empty command", s)
+		}
+		return Rule{Effect: effect, Kind: RuleKindBashExact, Tool: NameBash, Value: cmd}, nil
+	}
+	if _, ok := pathRuleTools[tool]; !ok {
+		return Rule{}, fmt.Errorf("rule %q: only Bash, Read, Edit, Write, Glob and Grep rules take an argument", s)
+	}
+	glob := filepath.ToSlash(inner)
+	if glob == "" {
+		return Rule{}, fmt.Errorf("rule %q: empty path glob", s)
+	}
+	if strings.HasPrefix(glob, "./") || glob == "." {
+		glob = strings.TrimPrefix(strings.TrimPrefix(glob, "."), "/")
+		if glob == "" {
+			glob = "**"
+		}
+	}
+	if !doublestar.ValidatePattern(glob) {
+		return Rule{}, fmt.Errorf("rule %q: invalid path glob", s)
+	}
+	return Rule{Effect: effect, Kind: RuleKindPath, Tool: tool, Value: glob}, nil
+}
+
+// canonicalToolName returns the built-in tool's own spelling of name, or
+// name as given.
+func canonicalToolName(name string) string {
+	for _, n := range []string{NameRead, NameWrite, NameEdit, NameBash, NameGlob, NameGrep} {
+		if strings.EqualFold(n, name) {
+			return n
+		}
+	}
+	return name
+}
+
+// CanonicalCommand is the form of a Bash command that rules and remembered
+// approvals compare: surrounding whitespace trimmed and runs of spaces and
+// tabs outside quotes folded to one space. Nothing else changes, so two
+// commands with the same canonical form run the same words; a newline (a
+// second command to the shell) is never folded.
+func CanonicalCommand(s string) string {
+	s = strings.TrimSpace(s)
+	var b strings.Builder
+	b.Grow(len(s))
+	var quote byte // 0, '\'' or '"'
+	space := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if quote == 0 && (c == ' ' || c == '\t') {
+			space = true
+			continue
+		}
+		if space {
+			b.WriteByte(' ')
+			space = false
+		}
+		b.WriteByte(c)
+		switch {
+		case c == '\\' && quote != '\'' && i+1 < len(s):
+			i++
+			b.WriteByte(s[i])
+		case quote == 0 && (c == '\'' || c == '"'):
+			quote = c
+		case quote != 0 && c == quote:
+			quote = 0
+		}
+	}
+	return b.String()
+}
+
+// simpleCommand reports whether a canonical command is one simple command:
+// no operator, redirection, substitution, grouping or second line, even
+// inside quotes (where a prompt costs less than a wrong guess).
+func simpleCommand(cmd string) bool {
+	return !strings.ContainsAny(cmd, ";&|<>$`()\n\r{}\\")
+}
+
+// matchContext is what rule matching knows of a call.
+type matchContext struct {
+	tool     string
+	category string
+	args     json.RawMessage
+	// workspace and root are the workspace as given and its real path.
+	workspace, root string
+}
+
+func (r Rule) matches(m matchContext) bool {
+	switch r.Kind {
+	case RuleKindTool:
+		return strings.EqualFold(r.Tool, m.tool)
+	case RuleKindCategory:
+		return r.Value == m.category
+	case RuleKindBashExact:
+		return m.tool == NameBash && CanonicalCommand(stringArg(m.args, "command")) == r.Value
+	case RuleKindBashPrefix:
+		if m.tool != NameBash {
+			return false
+		}
+		cmd := CanonicalCommand(stringArg(m.args, "command"))
+		return simpleCommand(cmd) && (cmd == r.Value || strings.HasPrefix(cmd, r.Value+" "))
+	case RuleKindPath:
+		covered := false
+		for _, t := range pathRuleTools[r.Tool] {
+			covered = covered || t == m.tool
+		}
+		if !covered {
+			return false
+		}
+		forms := pathForms(m)
+		if len(forms) == 0 {
+			return false
+		}
+		// An allow covers the call only when every form of its path
+		// matches; a deny refuses it when any form does (a symlink
+		// cannot lead an allowed name to a denied file). A relative glob
+		// sees workspace-relative forms, an absolute one absolute forms.
+		all, any := true, false
+		for _, f := range forms {
+			p := f.rel
+			if strings.HasPrefix(r.Value, "/") {
+				p = f.abs
+			}
+			ok := p != "" && r.matchPath(p)
+			all, any = all && ok, any || ok
+		}
+		if r.Effect == RuleDeny {
+			return any
+		}
+		return all
+	}
+	return false
+}
+
+// matchPath matches one workspace-relative or absolute slash path.
+func (r Rule) matchPath(p string) bool {
+	ok, err := doublestar.Match(r.Value, p)
+	return err == nil && ok
+}
+
+// pathForm is a call's path as rules see it: relative to the workspace
+// ("" when outside it) and absolute, both slash-separated and clean.
+type pathForm struct{ rel, abs string }
+
+// pathForms returns the forms a rule's glob is matched against: the path
+// as given and, where it resolves elsewhere through a symlink, the real
+// path (of the file, or of its parent for a file yet to be written).
+func pathForms(m matchContext) []pathForm {
+	key := "path"
+	if m.tool == NameGlob {
+		key = "cwd"
+	}
+	arg := stringArg(m.args, key)
+	if arg == "" {
+		if m.tool != NameGlob && m.tool != NameGrep {
+			return nil
+		}
+		arg = "."
+	}
+	if m.workspace == "" {
+		return nil
+	}
+	abs := arg
+	if !filepath.IsAbs(abs) {
+		abs = filepath.Join(m.workspace, arg)
+	}
+	abs = filepath.Clean(abs)
+	forms := []pathForm{formOf(m, abs)}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		if real != abs {
+			forms = append(forms, formOf(m, real))
+		}
+	} else if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil && dir != filepath.Dir(abs) {
+		forms = append(forms, formOf(m, filepath.Join(dir, filepath.Base(abs))))
+	}
+	return forms
+}
+
+// formOf is an absolute path as a rule sees it.
+func formOf(m matchContext, abs string) pathForm {
+	f := pathForm{abs: filepath.ToSlash(abs)}
+	for _, base := range []string{m.workspace, m.root} {
+		if base != "" && within(base, abs) {
+			if rel, err := filepath.Rel(base, abs); err == nil {
+				f.rel = path.Clean(filepath.ToSlash(rel))
+				break
+			}
+		}
+	}
+	return f
+}
