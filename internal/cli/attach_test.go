@@ -132,8 +132,7 @@ func TestAttachShowsPendingApprovals(t *testing.T) {
 	s := newSandbox(t)
 	root := spawnedRoot(t)
 	script := writeScript(t, toolScript)
-	first := s.run("run", "--root", root, "--host-arg=--model-script="+script, "--permission-mode", "ask", "--json",
-		"--allow", "Bash(echo listed)", "list")
+	first := s.run("run", "--root", root, "--host-arg=--model-script="+script, "--permission-mode", "ask", "--json", "list")
 	if first.code != 0 {
 		t.Fatalf("run = %d %q", first.code, first.stderr)
 	}
@@ -144,7 +143,7 @@ func TestAttachShowsPendingApprovals(t *testing.T) {
 	turn := startTextTurn(t, conn, sessionID, "turn-pending", "list")
 	att := s.startLines("attach", sessionID, "--root", root, "--json", "--exit-after-turn", "--no-input")
 	ev := att.until(t, "interaction")
-	if ev["kind"] != "permission" || ev["status"] != "pending" || ev["toolName"] != "Bash" || ev["command"] != "echo listed" ||
+	if ev["kind"] != "permission" || ev["status"] != "pending" || ev["toolName"] != "Bash" || ev["command"] != "echo listed | tee /dev/null" ||
 		ev["turnId"] != turn.TurnID {
 		t.Fatalf("interaction %v", ev)
 	}
@@ -197,8 +196,7 @@ func TestAttachAsksOnTheTerminal(t *testing.T) {
 	s := newSandbox(t)
 	root := spawnedRoot(t)
 	script := writeScript(t, toolScript)
-	first := s.run("run", "--root", root, "--host-arg=--model-script="+script, "--permission-mode", "ask", "--json",
-		"--allow", "Bash(echo listed)", "list")
+	first := s.run("run", "--root", root, "--host-arg=--model-script="+script, "--permission-mode", "ask", "--json", "list")
 	if first.code != 0 {
 		t.Fatalf("run = %d %q", first.code, first.stderr)
 	}
@@ -210,7 +208,7 @@ func TestAttachAsksOnTheTerminal(t *testing.T) {
 	// The terminal echoes what is typed; nobody needs it.
 	go func() { _, _ = io.Copy(io.Discard, master) }()
 	att := s.startLinesIn(slave, "attach", sessionID, "--root", root, "--exit-after-turn")
-	waitStderr(t, att, "? Allow Bash `echo listed` [shell_unsafe]  [y]es / [n]o / [a]lways this turn: ")
+	waitStderr(t, att, "? Allow Bash `echo listed | tee /dev/null` [shell_unsafe]  [y]es / [n]o / [a]lways this turn: ")
 	if _, err := master.WriteString("maybe\n"); err != nil {
 		t.Fatal(err)
 	}

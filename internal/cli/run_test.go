@@ -441,7 +441,7 @@ func eventTypes(events []map[string]any) []string {
 
 // toolScript lists files with Bash, then answers.
 const toolScript = `{"steps":[
- {"events":[{"text":"Listing. "},{"toolCall":{"id":"call_1","name":"Bash","input":{"command":"echo listed"}}}]},
+ {"events":[{"text":"Listing. "},{"toolCall":{"id":"call_1","name":"Bash","input":{"command":"echo listed | tee /dev/null"}}}]},
  {"events":[{"text":"Done."}]}]}`
 
 func TestRunJSONAndToolActivity(t *testing.T) {
@@ -494,23 +494,25 @@ func TestRunJSONAndToolActivity(t *testing.T) {
 		t.Fatalf("text run = %d %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
-	if len(lines) != 2 || lines[0] != "▸ Bash echo listed" || !strings.HasPrefix(lines[1], "✓ Bash (") || !strings.HasSuffix(lines[1], " ms)") {
+	if len(lines) != 2 || lines[0] != "▸ Bash echo listed | tee /dev/null" || !strings.HasPrefix(lines[1], "✓ Bash (") || !strings.HasSuffix(lines[1], " ms)") {
 		t.Fatalf("tool lines %q", lines)
 	}
 
-	// In ask mode the command needs approval: denied without a matching
-	// --allow (the message says which one), allowed with it, and a
-	// matching --deny wins.
+	// In ask mode the command needs approval. The host decides with the
+	// session's rules, which maka run sends it: without a matching --allow
+	// the prompt reaches the run, which denies it and says which --allow
+	// would permit it; with one the command runs without a prompt; a
+	// matching --deny wins, also without a prompt.
 	for _, tc := range []struct {
 		name     string
 		rules    []string
-		decision string
+		prompted bool
 		status   string
 		stderr   string
 	}{
-		{"no rule", nil, "deny", "errored", "to allow it, run again with --allow 'Bash(echo listed)'"},
-		{"allowed", []string{"--allow", "Bash(echo  listed)"}, "allow", "completed", "✓ allowed Bash `echo listed`"},
-		{"deny wins", []string{"--allow", "category:shell_unsafe", "--deny", "Bash"}, "deny", "errored", "✗ denied Bash `echo listed` [shell_unsafe] (--deny Bash)"},
+		{"no rule", nil, true, "errored", "to allow it, run again with --allow 'Bash(echo listed | tee /dev/null)'"},
+		{"allowed", []string{"--allow", "Bash(echo  listed | tee /dev/null)"}, false, "completed", "✓ Bash ("},
+		{"deny wins", []string{"--allow", "category:shell_unsafe", "--deny", "Bash"}, false, "errored", "✗ Bash"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"run", "--root", root, "--permission-mode", "ask"}, tc.rules...)
@@ -527,9 +529,12 @@ func TestRunJSONAndToolActivity(t *testing.T) {
 					result = ev
 				}
 			}
-			if interaction == nil || interaction["decision"] != tc.decision || interaction["toolName"] != "Bash" ||
-				interaction["command"] != "echo listed" || interaction["kind"] != "permission" {
+			switch {
+			case tc.prompted && (interaction == nil || interaction["decision"] != "deny" || interaction["toolName"] != "Bash" ||
+				interaction["command"] != "echo listed | tee /dev/null" || interaction["kind"] != "permission"):
 				t.Fatalf("interaction %v", interaction)
+			case !tc.prompted && interaction != nil:
+				t.Fatalf("the host left a prompt to the run: %v", interaction)
 			}
 			if result == nil || result["status"] != tc.status {
 				t.Fatalf("tool result %v, want %s", result, tc.status)

@@ -219,7 +219,7 @@ func TestScriptedModelHost(t *testing.T) {
 func TestPendingApprovalAtAKillIsClosedHostRestarted(t *testing.T) {
 	srv := modeltest.New(t, func(req *modeltest.Request) modeltest.Reply {
 		if len(req.ToolResultsSinceUser()) == 0 {
-			return modeltest.Reply{Chunks: []modeltest.Chunk{{Call: &modeltest.Call{ID: "call_1", Name: "Bash", Arguments: `{"command":"true"}`}}}}
+			return modeltest.Reply{Chunks: []modeltest.Chunk{{Call: &modeltest.Call{ID: "call_1", Name: "Bash", Arguments: `{"command":"true > /dev/null; touch x"}`}}}}
 		}
 		return modeltest.Reply{Chunks: []modeltest.Chunk{{Text: "done"}}}
 	})

@@ -43,13 +43,20 @@ func newHost(t *testing.T, reply func(*modeltest.Request) modeltest.Reply) *test
 // ("openai-responses-compatible": the Responses API).
 func newHostSpeaking(t *testing.T, providerType string, reply func(*modeltest.Request) modeltest.Reply) *testHost {
 	t.Helper()
+	return newHostAt(t, "", providerType, reply)
+}
+
+// newHostAt is newHostSpeaking on the storage root at root ("": a fresh
+// one).
+func newHostAt(t *testing.T, root, providerType string, reply func(*modeltest.Request) modeltest.Reply) *testHost {
+	t.Helper()
 	// Registered first, so it runs last: no idle model connection outlives
 	// the test.
 	transport := &http.Transport{}
 	t.Cleanup(transport.CloseIdleConnections)
 	srv := modeltest.New(t, reply)
 
-	dh := domaintest.Start(t, "", domain.Options{HTTPClient: &http.Client{Transport: transport}})
+	dh := domaintest.Start(t, root, domain.Options{HTTPClient: &http.Client{Transport: transport}})
 	h := &testHost{t: t, host: dh, model: srv}
 	h.conn = h.dial()
 	if err := modeltest.ConfigureProvider(opCtx(t), h.conn, providerType, srv.BaseURL(), apiKey); err != nil {

@@ -49,7 +49,7 @@ func soakSteps(kind string) [][]segment {
 	case kindGlob:
 		return [][]segment{{{text: "Listing the files. "}, call("Glob", `{"pattern":"*.txt"}`)}, answer("Listed for ")}
 	case kindBash:
-		return [][]segment{{{text: "Running a command. "}, call("Bash", `{"command":"echo soak"}`)}, answer("Ran it for ")}
+		return [][]segment{{{text: "Running a command. "}, call("Bash", `{"command":"echo soak | tee /dev/null"}`)}, answer("Ran it for ")}
 	default:
 		return [][]segment{append([]segment{{text: "Sure. "}, {echo: true}, {text: ": "}}, words("t", 14)...)}
 	}
