@@ -70,7 +70,7 @@ type SessionPermissionsSetInput struct {
 	SessionID      string           `json:"sessionId"`
 	PermissionMode PermissionMode   `json:"permissionMode,omitempty"`
 	Sandbox        string           `json:"sandbox,omitempty"`
-	Rules          []PermissionRule `json:"rules,omitempty"`
+	Rules          []PermissionRule `json:"-"`
 	// ReplaceRules marks Rules as present (an empty list clears them).
 	ReplaceRules bool             `json:"-"`
 	AddRules     []PermissionRule `json:"addRules,omitempty"`
@@ -78,15 +78,18 @@ type SessionPermissionsSetInput struct {
 
 // MarshalJSON writes rules whenever ReplaceRules is set, even when empty.
 func (in SessionPermissionsSetInput) MarshalJSON() ([]byte, error) {
-	type plain SessionPermissionsSetInput
-	if !in.ReplaceRules {
-		in.Rules = nil
-		return Marshal(plain(in))
+	var rules *[]PermissionRule
+	if in.ReplaceRules {
+		r := nonNilRules(in.Rules)
+		rules = &r
 	}
 	return Marshal(struct {
-		plain
-		Rules []PermissionRule `json:"rules"`
-	}{plain(in), nonNilRules(in.Rules)})
+		SessionID      string            `json:"sessionId"`
+		PermissionMode PermissionMode    `json:"permissionMode,omitempty"`
+		Sandbox        string            `json:"sandbox,omitempty"`
+		Rules          *[]PermissionRule `json:"rules,omitempty"`
+		AddRules       []PermissionRule  `json:"addRules,omitempty"`
+	}{in.SessionID, in.PermissionMode, in.Sandbox, rules, in.AddRules})
 }
 
 // RootPermissions is the storage root's default sandbox and rules.
@@ -105,14 +108,15 @@ type RootPermissionsSetInput struct {
 
 // MarshalJSON writes rules only when ReplaceRules is set.
 func (in RootPermissionsSetInput) MarshalJSON() ([]byte, error) {
-	type plain RootPermissionsSetInput
-	if !in.ReplaceRules {
-		return Marshal(plain(in))
+	var rules *[]PermissionRule
+	if in.ReplaceRules {
+		r := nonNilRules(in.Rules)
+		rules = &r
 	}
 	return Marshal(struct {
-		plain
-		Rules []PermissionRule `json:"rules"`
-	}{plain(in), nonNilRules(in.Rules)})
+		Sandbox string            `json:"sandbox,omitempty"`
+		Rules   *[]PermissionRule `json:"rules,omitempty"`
+	}{in.Sandbox, rules})
 }
 
 // MarshalJSON writes nil rule lists as [].
@@ -190,7 +194,9 @@ func decodeSessionPermissionsSetInput(d *D, v Value) any {
 	}
 	if o.Has("addRules") {
 		rv, rp := o.Get("addRules")
-		in.AddRules = decodePermissionRules(d, rv, rp)
+		if add := decodePermissionRules(d, rv, rp); len(add) > 0 {
+			in.AddRules = add
+		}
 	}
 	return in
 }
