@@ -21,6 +21,8 @@ type Backend interface {
 	QuerySessions(ctx context.Context, in protocol.SessionCatalogQueryInput) (protocol.SessionCatalogQueryResult, error)
 	CreateSession(ctx context.Context, in protocol.SessionCreateInput) (protocol.SessionSummary, error)
 	TranscriptPage(ctx context.Context, in protocol.SessionTranscriptPageInput) (protocol.SessionTranscriptPage, error)
+	// QueryPermissions reads a session's permission mode, sandbox and rules.
+	QueryPermissions(ctx context.Context, sessionID string) (protocol.SessionPermissions, error)
 
 	StartTurn(ctx context.Context, in protocol.TurnStartInput) (protocol.TurnSnapshot, error)
 	StopTurn(ctx context.Context, in protocol.TurnStopInput) (protocol.TurnSnapshot, error)
@@ -61,6 +63,10 @@ func (b connBackend) CreateSession(ctx context.Context, in protocol.SessionCreat
 
 func (b connBackend) TranscriptPage(ctx context.Context, in protocol.SessionTranscriptPageInput) (protocol.SessionTranscriptPage, error) {
 	return call[protocol.SessionTranscriptPage](ctx, b.c, protocol.OpSessionTranscriptPage, in)
+}
+
+func (b connBackend) QueryPermissions(ctx context.Context, sessionID string) (protocol.SessionPermissions, error) {
+	return call[protocol.SessionPermissions](ctx, b.c, protocol.OpSessionPermissionsQuery, protocol.SessionPermissionsQueryInput{SessionID: sessionID})
 }
 
 func (b connBackend) StartTurn(ctx context.Context, in protocol.TurnStartInput) (protocol.TurnSnapshot, error) {

@@ -88,6 +88,11 @@ type (
 		err     error
 	}
 	streamClosedMsg struct{ stream Stream }
+	permissionsMsg  struct {
+		gen   int
+		perms protocol.SessionPermissions
+		err   error
+	}
 	subOpenedMsg    struct {
 		gen    int
 		stream Stream
@@ -222,6 +227,18 @@ func (m *model) openStream(gen int, sessionID string) tea.Cmd {
 			return be.Subscribe(ctx, sessionID)
 		})
 		return subOpenedMsg{gen: gen, stream: s, err: err}
+	})
+}
+
+// queryPermissions reads the permission mode and sandbox of a session for
+// the status line.
+func (m *model) queryPermissions(gen int, sessionID string) tea.Cmd {
+	be := m.be
+	return m.task(func(ctx context.Context) tea.Msg {
+		p, err := withTimeout(ctx, callTimeout, func(ctx context.Context) (protocol.SessionPermissions, error) {
+			return be.QueryPermissions(ctx, sessionID)
+		})
+		return permissionsMsg{gen: gen, perms: p, err: err}
 	})
 }
 

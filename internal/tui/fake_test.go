@@ -30,6 +30,8 @@ type fakeBackend struct {
 	stopped     []protocol.TurnStopInput
 	answers     []protocol.InteractionAnswerInput
 	startErr    error
+	// sandboxAvailable is what QueryPermissions reports.
+	sandboxAvailable bool
 }
 
 func newFakeBackend() *fakeBackend {
@@ -120,6 +122,18 @@ func (f *fakeBackend) TranscriptPage(_ context.Context, in protocol.SessionTrans
 		p.NextCursor = &c
 	}
 	return p, nil
+}
+
+func (f *fakeBackend) QueryPermissions(_ context.Context, sessionID string) (protocol.SessionPermissions, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range f.sessions {
+		if s.SessionID == sessionID {
+			return protocol.SessionPermissions{SessionID: sessionID, PermissionMode: s.PermissionMode,
+				Sandbox: protocol.SandboxWorkspaceWrite, SandboxAvailable: f.sandboxAvailable}, nil
+		}
+	}
+	return protocol.SessionPermissions{}, fmt.Errorf("no session %s", sessionID)
 }
 
 func (f *fakeBackend) StartTurn(_ context.Context, in protocol.TurnStartInput) (protocol.TurnSnapshot, error) {

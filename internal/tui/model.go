@@ -34,6 +34,8 @@ type model struct {
 
 	// The current session; nil until one is opened or created.
 	session *protocol.SessionSummary
+	// perms is the current session's permission state, once read.
+	perms *protocol.SessionPermissions
 	// gen counts attaches: results of an older one are dropped.
 	gen       int
 	stream    Stream
@@ -156,6 +158,11 @@ func (m *model) update(msg tea.Msg) tea.Cmd {
 		return m.onSessionCreated(msg)
 	case subOpenedMsg:
 		return m.onSubOpened(msg)
+	case permissionsMsg:
+		if msg.gen == m.gen && msg.err == nil {
+			m.perms = &msg.perms
+		}
+		return nil
 	case streamClosedMsg:
 		delete(m.open, msg.stream)
 		return nil
@@ -207,7 +214,7 @@ func (m *model) turnActive() bool {
 func (m *model) attach(s protocol.SessionSummary, keep bool) tea.Cmd {
 	closeOld := m.closeStream(m.stream)
 	m.gen++
-	m.session = &s
+	m.session, m.perms = &s, nil
 	m.stream, m.snap = nil, nil
 	m.attaching = true
 	if !keep {
@@ -220,14 +227,14 @@ func (m *model) attach(s protocol.SessionSummary, keep bool) tea.Cmd {
 		m.resubscribes = 0
 	}
 	m.loading = false
-	return tea.Batch(closeOld, m.openStream(m.gen, s.SessionID))
+	return tea.Batch(closeOld, m.openStream(m.gen, s.SessionID), m.queryPermissions(m.gen, s.SessionID))
 }
 
 // detach leaves the current session: the next message creates a new one.
 func (m *model) detach() tea.Cmd {
 	closeOld := m.closeStream(m.stream)
 	m.gen++
-	m.session, m.stream, m.snap = nil, nil, nil
+	m.session, m.perms, m.stream, m.snap = nil, nil, nil, nil
 	m.attaching, m.loading = false, false
 	m.entries = nil
 	m.seenTurn, m.seenTerminal = "", false

@@ -518,3 +518,30 @@ func TestAnEndedSubscriptionIsReopened(t *testing.T) {
 		t.Fatalf("transcript lost:\n%s", h.m.View())
 	}
 }
+
+// TestStatusLineShowsTheSandboxInForce reads the session's permissions and
+// shows its mode and the sandbox its commands run in.
+func TestStatusLineShowsTheSandboxInForce(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		mode      protocol.PermissionMode
+		available bool
+		want      string
+	}{
+		{"execute sandboxed", protocol.PermissionModeExecute, true, "execute · sandbox workspace-write"},
+		{"explore reads only", protocol.PermissionModeExplore, true, "explore · sandbox read-only"},
+		{"no landlock", protocol.PermissionModeAsk, false, "ask · sandbox unavailable"},
+		{"bypass", protocol.PermissionModeBypass, true, "bypass · sandbox off"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			be := newFakeBackend()
+			be.sandboxAvailable = tc.available
+			s := summary("s1", "first")
+			s.PermissionMode = tc.mode
+			be.addSession(s, snapshot("s1", 1, nil))
+			h := newHarness(t, be, Options{ResumeSessionID: "s1"})
+			h.send(tea.WindowSizeMsg{Width: 200, Height: 30})
+			h.until("the sandbox in the status line", func() bool { return strings.Contains(h.m.View(), tc.want) })
+		})
+	}
+}

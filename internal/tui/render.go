@@ -183,7 +183,8 @@ func firstLine(s string) string {
 }
 
 // statusView is the top line: host epoch, session, model target, session
-// and turn status, queue length and the send mode.
+// and turn status, queue length, the send mode, the permission mode and the
+// sandbox in force for commands.
 func (m *model) statusView() string {
 	parts := []string{"maka", "host " + short(m.be.HostEpoch())}
 	s := m.session
@@ -214,7 +215,19 @@ func (m *model) statusView() string {
 		}
 	}
 	if s != nil {
-		parts = append(parts, "model "+modelTarget(s.ModelTarget))
+		parts = append(parts, "model "+modelTarget(s.ModelTarget), string(s.PermissionMode))
+	}
+	if p := m.perms; p != nil {
+		switch {
+		case p.PermissionMode == protocol.PermissionModeBypass || p.Sandbox == protocol.SandboxOff:
+			parts = append(parts, "sandbox off")
+		case !p.SandboxAvailable:
+			parts = append(parts, "sandbox unavailable")
+		case p.PermissionMode == protocol.PermissionModeExplore:
+			parts = append(parts, "sandbox "+protocol.SandboxReadOnly)
+		default:
+			parts = append(parts, "sandbox "+p.Sandbox)
+		}
 	}
 	line := truncateWidth(" "+strings.Join(parts, " · "), m.width)
 	return m.look.status.Width(m.width).Render(line)
