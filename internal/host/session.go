@@ -148,6 +148,14 @@ func NewSession(cfg SessionConfig) *Session {
 	}
 	s.ctx, s.cancel = context.WithCancelCause(cfg.Context)
 	s.out = NewOutboundWriter(cfg.Transport, func(err error) {
+		var p *panicError
+		if errors.As(err, &p) {
+			// A frame's callback panicked (on whichever goroutine settled
+			// it): logged even when the connection is ending already.
+			s.log.Error("connection panicked", "panic", p.value, "stack", string(p.stack))
+			s.teardown(reasonPanic, p)
+			return
+		}
 		if !s.ending.Load() { // the session itself is closing the writer
 			reason := reasonWriteError
 			var overflow *OutboundQueueError
