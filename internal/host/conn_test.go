@@ -38,22 +38,18 @@ func pinnedUntilReleased(opts *host.Options) (release func()) {
 // connection, and returns the frames read; the test fails if the host
 // keeps the connection open (bounded, so that a host that never closes it
 // fails the test instead of hanging it).
-func readUntilClosed(t *testing.T, tc *transport.Conn) []any {
+func readUntilClosed(t *testing.T, tc *transport.Conn) []protocol.Value {
 	t.Helper()
-	var frames []any
+	var frames []protocol.Value
 	for {
 		v, err := tc.ReadFrame(10 * time.Second)
 		if transport.IsCode(err, transport.CodeReadTimeout) {
-			t.Fatalf("the host kept the connection open (read so far: %#v)", frames)
+			t.Fatalf("the host kept the connection open (read %d frames)", len(frames))
 		}
 		if err != nil {
 			return frames
 		}
-		f, err := protocol.DecodeHostFrame(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		frames = append(frames, f)
+		frames = append(frames, v)
 	}
 }
 
@@ -72,25 +68,32 @@ func TestPanicWhileServingARequestEndsOnlyThatConnection(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// query answers turn.query on the panicking connection.
-		query func() host.Outcome
+		query func(call *host.Call) host.Outcome
 		// answered: the client may see the response before the close.
 		answered bool
 	}{
-		{name: "handler", query: func() host.Outcome { panic("handler panicked") }},
-		{name: "result encoder", query: func() host.Outcome { return host.OK(panickingResult{}) }},
-		{name: "after queued", answered: true, query: func() host.Outcome {
+		{name: "handler", query: func(*host.Call) host.Outcome { panic("handler panicked") }},
+		{name: "result encoder", query: func(*host.Call) host.Outcome { return host.OK(panickingResult{}) }},
+		{name: "after queued", answered: true, query: func(*host.Call) host.Outcome {
 			return host.Outcome{
 				Result:      runningSnapshot("session", "turn"),
 				AfterQueued: func(error) { panic("after-queued callback panicked") },
 			}
 		}},
+		{name: "push frame callback", answered: true, query: func(call *host.Call) host.Outcome {
+			// A subscription owner's callback runs on the writer.
+			if err := call.Conn.Send([]byte(`{"kind":"push"}`+"\n"), func(error) { panic("push callback panicked") }); err != nil {
+				return host.Fail(protocol.ErrInternalFailure, err.Error())
+			}
+			return host.OK(runningSnapshot("session", "turn"))
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ignore := goleak.IgnoreCurrent()
 			var release func()
-			f := withRuntimeHostOptions(t, testHandlers(func(_ context.Context, _ *host.Call, in protocol.TurnQueryInput) host.Outcome {
+			f := withRuntimeHostOptions(t, testHandlers(func(_ context.Context, call *host.Call, in protocol.TurnQueryInput) host.Outcome {
 				if in.TurnID == "panic" {
-					return tc.query()
+					return tc.query(call)
 				}
 				return host.OK(runningSnapshot(in.SessionID, in.TurnID))
 			}), func(o *host.Options) {
@@ -107,7 +110,7 @@ func TestPanicWhileServingARequestEndsOnlyThatConnection(t *testing.T) {
 			writeRequest(t, panicking, "panics", protocol.OpTurnQuery, protocol.TurnQueryInput{SessionID: "session", TurnID: "panic"})
 			frames := readUntilClosed(t, panicking)
 			if len(frames) > 0 && !tc.answered {
-				t.Fatalf("the panicking request was answered: %#v", frames[0])
+				t.Fatalf("the panicking request was answered (%d frames)", len(frames))
 			}
 
 			st, err := other.Status(t.Context())
@@ -293,7 +296,7 @@ func TestRefusedPeerIsClosedBeforeItsHello(t *testing.T) {
 	// be written.
 	_ = refused.WriteValue(protocol.Hello{Kind: "hello", ClientInstanceID: "refused", Surface: protocol.SurfaceTUI})
 	if frames := readUntilClosed(t, refused); len(frames) > 0 {
-		t.Fatalf("a refused peer was answered: %#v", frames[0])
+		t.Fatalf("a refused peer was answered (%d frames)", len(frames))
 	}
 	if p := <-asked; p != want {
 		t.Fatalf("hook asked about %+v, want %+v", p, want)
@@ -313,5 +316,82 @@ func TestRefusedPeerIsClosedBeforeItsHello(t *testing.T) {
 	}
 	if st, err := c.Status(t.Context()); err != nil || st.Connections != 1 {
 		t.Fatalf("status: %+v %v, want only the admitted connection", st, err)
+	}
+}
+
+// panickingReader is a transport whose second read panics.
+type panickingReader struct {
+	*transport.Conn
+	reads atomic.Int32
+}
+
+func (p *panickingReader) ReadClientFrame(timeout time.Duration) (any, error) {
+	if p.reads.Add(1) == 2 {
+		panic("reader panicked")
+	}
+	return p.Conn.ReadClientFrame(timeout)
+}
+
+// A panic on a session's own goroutine, the reader (in its own code, or in
+// a handler it runs inline), tears the session down once: the client sees
+// the close, Run returns, and the session's goroutines are gone.
+func TestPanicOnTheReaderTearsTheSessionDownOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		reader bool // the transport panics, not the handler
+	}{{name: "reader", reader: true}, {name: "inline handler"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ignore := goleak.IgnoreCurrent()
+			pair := openTransportPair(t)
+			var teardowns atomic.Int32
+			handlers := testHandlers(func(_ context.Context, _ *host.Call, in protocol.TurnQueryInput) host.Outcome {
+				if !tc.reader {
+					panic("inline handler panicked")
+				}
+				return host.OK(runningSnapshot(in.SessionID, in.TurnID))
+			})
+			l := &lease{}
+			var tr host.Transport = pair.server
+			if tc.reader {
+				tr = &panickingReader{Conn: pair.server}
+			}
+			s := host.NewSession(host.SessionConfig{
+				Transport:       tr,
+				Conn:            connInfo("panicking-reader"),
+				ResolveHandlers: func() host.Handlers { return handlers },
+				BeginOperation: func(context.Context, *protocol.OperationSpec) (host.OperationLease, *protocol.OpError) {
+					return l, nil
+				},
+				Inline:     func(op protocol.Operation) bool { return op == protocol.OpTurnQuery },
+				OnTeardown: func(error) { teardowns.Add(1) },
+			})
+			run := make(chan error, 1)
+			go func() { run <- s.Run() }()
+
+			writeRequest(t, pair.client, "first", protocol.OpTurnQuery, protocol.TurnQueryInput{SessionID: "session", TurnID: "turn"})
+			frames := readUntilClosed(t, pair.client)
+			if tc.reader && len(frames) != 1 {
+				t.Fatalf("read %d frames, want the first request's answer", len(frames))
+			}
+			if !tc.reader && len(frames) != 0 {
+				t.Fatalf("the panicking request was answered (%d frames)", len(frames))
+			}
+			select {
+			case err := <-run:
+				if err == nil {
+					t.Fatal("Run reported a clean end after a panic")
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run did not return")
+			}
+			if n := teardowns.Load(); n != 1 {
+				t.Fatalf("teardowns = %d, want 1", n)
+			}
+			if n := l.finishCount(); n != 1 {
+				t.Fatalf("lease finishes = %d, want 1", n)
+			}
+			_ = pair.client.Close()
+			goleak.VerifyNone(t, ignore)
+		})
 	}
 }
