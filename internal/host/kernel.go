@@ -495,6 +495,10 @@ func (k *Kernel) serveConn(t *transport.Conn) {
 			level = slog.LevelWarn
 		}
 		attrs := []any{"reason", reason}
+		var e *endError
+		if errors.As(endErr, &e) {
+			endErr = e.err // the reason is logged already
+		}
 		if endErr != nil {
 			attrs = append(attrs, "err", endErr)
 		}
@@ -502,10 +506,13 @@ func (k *Kernel) serveConn(t *transport.Conn) {
 		k.conns.Done()
 	}()
 	var err error
-	if peer, err = peerOf(t.NetConn()); err == nil {
-		err = k.admitPeer(peer)
+	if peer, err = peerOf(t.NetConn()); err != nil {
+		reason, endErr = reasonRefused, err
+		k.log.Warn("connection refused", "err", err)
+		_ = t.Close()
+		return
 	}
-	if err != nil {
+	if err := k.admitPeer(peer); err != nil {
 		reason, endErr = reasonRefused, err
 		k.log.Warn("connection refused", "peer", peer, "err", err)
 		_ = t.Close()
