@@ -91,6 +91,7 @@ func TestPanicWhileServingARequestEndsOnlyThatConnection(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ignore := goleak.IgnoreCurrent()
 			var release func()
+			logs := newRecordingHandler()
 			f := withRuntimeHostOptions(t, testHandlers(func(_ context.Context, call *host.Call, in protocol.TurnQueryInput) host.Outcome {
 				if in.TurnID == "panic" {
 					return tc.query(call)
@@ -98,6 +99,7 @@ func TestPanicWhileServingARequestEndsOnlyThatConnection(t *testing.T) {
 				return host.OK(runningSnapshot(in.SessionID, in.TurnID))
 			}), func(o *host.Options) {
 				o.IdleGrace = time.Millisecond
+				o.Logger = slog.New(logs)
 				release = pinnedUntilReleased(o)
 			})
 			panicking := openAcceptedTransport(t, f.kernel.Endpoint(), "panicking-client")
@@ -130,6 +132,26 @@ func TestPanicWhileServingARequestEndsOnlyThatConnection(t *testing.T) {
 				t.Fatalf("idle exit: %v", err)
 			}
 			goleak.VerifyNone(t, ignore)
+
+			// The host says what happened, to which peer, and why the
+			// connection ended.
+			pid := int64(os.Getpid())
+			ofThisProcess := func(a map[string]slog.Value) bool {
+				for _, m := range a["peer"].Group() {
+					if m.Key == "pid" && m.Value.Int64() == pid {
+						return true
+					}
+				}
+				return false
+			}
+			if a, ok := logs.find("connection panicked", ofThisProcess); !ok || a["stack"].String() == "" {
+				t.Fatalf("no panic log line with the peer and a stack (%v)", a)
+			}
+			if _, ok := logs.find("connection closed", func(a map[string]slog.Value) bool {
+				return a["reason"].String() == "panic" && ofThisProcess(a)
+			}); !ok {
+				t.Fatal(`no "connection closed" log line with reason panic`)
+			}
 		})
 	}
 }
@@ -247,8 +269,9 @@ func (h *recordingHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (h *recordingHandler) WithGroup(string) slog.Handler { return h }
 
-// find returns the attributes of the first record with message msg.
-func (h *recordingHandler) find(msg string) (map[string]slog.Value, bool) {
+// find returns the attributes of the first record with message msg whose
+// attributes match (match may be nil).
+func (h *recordingHandler) find(msg string, match func(map[string]slog.Value) bool) (map[string]slog.Value, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, r := range *h.records {
@@ -260,7 +283,9 @@ func (h *recordingHandler) find(msg string) (map[string]slog.Value, bool) {
 			attrs[a.Key] = a.Value.Resolve()
 			return true
 		})
-		return attrs, true
+		if match == nil || match(attrs) {
+			return attrs, true
+		}
 	}
 	return nil, false
 }
@@ -301,7 +326,7 @@ func TestRefusedPeerIsClosedBeforeItsHello(t *testing.T) {
 	if p := <-asked; p != want {
 		t.Fatalf("hook asked about %+v, want %+v", p, want)
 	}
-	attrs, ok := logs.find("connection refused")
+	attrs, ok := logs.find("connection refused", nil)
 	if !ok {
 		t.Fatal("no log line for the refused peer")
 	}
