@@ -420,3 +420,35 @@ func TestPanicOnTheReaderTearsTheSessionDownOnce(t *testing.T) {
 		})
 	}
 }
+
+// A client that only half-closes its socket has not gone: its query keeps
+// its context and is answered before the host closes the connection.
+func TestHalfClosedClientIsStillAnswered(t *testing.T) {
+	entered, release := newGate(), newGate()
+	defer release.open()
+	queryErr := make(chan error, 1)
+	f := withRuntimeHost(t, func(ctx context.Context, _ *host.Call, in protocol.TurnQueryInput) host.Outcome {
+		entered.open()
+		<-release.wait()
+		queryErr <- ctx.Err()
+		return host.OK(runningSnapshot(in.SessionID, in.TurnID))
+	})
+	tc := openAcceptedTransport(t, f.kernel.Endpoint(), "half-closing-client")
+	writeRequest(t, tc, "query", protocol.OpTurnQuery, protocol.TurnQueryInput{SessionID: "session", TurnID: "turn"})
+	within(t, entered.wait(), 10*time.Second, "handler not entered")
+	if err := tc.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	release.open()
+	frames := readUntilClosed(t, tc)
+	if len(frames) != 1 {
+		t.Fatalf("read %d frames, want the query's answer", len(frames))
+	}
+	resp, err := protocol.DecodeHostFrame(frames[0])
+	if r, ok := resp.(*protocol.Response); err != nil || !ok || !r.OK || r.RequestID != "query" {
+		t.Fatalf("answer %#v %v", resp, err)
+	}
+	if err := <-queryErr; err != nil {
+		t.Fatalf("the query's context ended while its client was reading: %v", err)
+	}
+}
