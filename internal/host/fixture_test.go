@@ -130,15 +130,26 @@ type hostFixture struct {
 
 func withRuntimeHost(t *testing.T, q turnQuery) *hostFixture {
 	t.Helper()
+	return withRuntimeHostOptions(t, testHandlers(q), nil)
+}
+
+// withRuntimeHostOptions is withRuntimeHost with a handler table of the
+// test's and options it adjusts (configure may be nil).
+func withRuntimeHostOptions(t *testing.T, handlers host.Handlers, configure func(*host.Options)) *hostFixture {
+	t.Helper()
 	root, capability := newRoot(t)
 	owner := acquireOwner(t, capability)
-	k, err := host.Start(context.Background(), host.Options{
+	opts := host.Options{
 		Owner:     owner,
 		IdleGrace: 10 * time.Second,
 		CompositionFactory: func(context.Context, *host.Kernel) (host.Composition, error) {
-			return &testComposition{handlers: testHandlers(q)}, nil
+			return &testComposition{handlers: handlers}, nil
 		},
-	})
+	}
+	if configure != nil {
+		configure(&opts)
+	}
+	k, err := host.Start(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,9 +12,13 @@ import (
 
 // Handler serves one operation. It must not keep call, or pointers into it,
 // after returning: calls are recycled once their response is written. Keep
-// call.Conn itself to send subscription frames later. A handler keeps
-// running to completion even if its connection goes away; only the response
-// is lost.
+// call.Conn itself to send subscription frames later.
+//
+// ctx carries the connection's peer (PeerFromContext). A query's ctx is
+// cancelled when its connection ends: nobody is left to read its answer. A
+// command or control keeps running to completion even if its connection
+// goes away (its ctx ends only with the host); only the response is lost.
+// A handler that panics ends its connection, and only its connection.
 type Handler func(ctx context.Context, call *Call) Outcome
 
 // Handlers maps operation keys to handlers.
@@ -84,6 +88,7 @@ type ConnInfo struct {
 	ConnectionID string
 	Surface      protocol.Surface
 	Principal    string
+	Peer         Peer // the connection's peer, read at accept
 
 	send func(frame []byte, onDone func(error)) error
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,7 +69,12 @@ type Options struct {
 	// CompositionFactory is optional; without it every domain operation
 	// answers operation_unavailable.
 	CompositionFactory CompositionFactory
-	Logger             *slog.Logger
+	// RefusePeer, if set, is asked about every accepted connection whose
+	// peer passed the uid check, before a byte of it is read; a non-nil
+	// error closes the connection at once (and is logged). It runs on the
+	// connection's goroutine.
+	RefusePeer func(Peer) error
+	Logger     *slog.Logger
 }
 
 // Kernel is a running Runtime Host.
@@ -437,11 +443,6 @@ func (k *Kernel) acceptLoop() {
 			continue
 		}
 		backoff = 0
-		if err := checkPeer(nc, hostUID); err != nil {
-			k.log.Warn("connection refused", "err", err)
-			_ = nc.Close()
-			continue
-		}
 		t := transport.New(nc)
 		k.mu.Lock()
 		if k.committed {
@@ -456,42 +457,113 @@ func (k *Kernel) acceptLoop() {
 	}
 }
 
+// serveConn serves one accepted socket: the peer check, the handshake,
+// then the session. Its deferred block is the connection's one cleanup,
+// whatever ends it: a panic is logged with its stack and the peer and tears
+// the connection down through the session's teardown (so it is released,
+// its writer exits and its subscriptions close); the reason the connection
+// ended is logged; the goroutine is uncounted.
 func (k *Kernel) serveConn(t *transport.Conn) {
-	defer k.conns.Done()
+	var (
+		peer        Peer
+		s           *Session
+		reason      = reasonHandshakeFailed
+		endErr      error
+		handshaking = true
+	)
 	defer func() {
 		if r := recover(); r != nil {
-			k.log.Error("connection panicked", "panic", r)
-			_ = t.Close()
+			reason, endErr = reasonPanic, fmt.Errorf("panic: %v", r)
+			if s != nil {
+				s.recovered(r, "")
+				s.wait()
+			} else {
+				k.log.Error("connection panicked", "peer", peer, "panic", r, "stack", string(debug.Stack()))
+				_ = t.Close()
+			}
 		}
+		if handshaking {
+			k.endHandshake(t)
+		}
+		log := k.log.With("peer", peer)
+		if s != nil {
+			log = s.log
+		}
+		level := slog.LevelInfo
+		switch reason {
+		case reasonProtocolError, reasonReadError, reasonWriteError, reasonOutboundOverflow, reasonPanic:
+			level = slog.LevelWarn
+		}
+		attrs := []any{"reason", reason}
+		var e *endError
+		if errors.As(endErr, &e) {
+			endErr = e.err // the reason is logged already
+		}
+		if endErr != nil {
+			attrs = append(attrs, "err", endErr)
+		}
+		log.Log(context.Background(), level, "connection closed", attrs...)
+		k.conns.Done()
 	}()
-	s := k.handshake(t)
+	var err error
+	if peer, err = peerOf(t.NetConn()); err != nil {
+		reason, endErr = reasonRefused, err
+		k.log.Warn("connection refused", "err", err)
+		_ = t.Close()
+		return
+	}
+	if err := k.admitPeer(peer); err != nil {
+		reason, endErr = reasonRefused, err
+		k.log.Warn("connection refused", "peer", peer, "err", err)
+		_ = t.Close()
+		return
+	}
+	s, reason = k.handshake(t, peer)
+	handshaking = false
+	k.endHandshake(t)
+	if s == nil {
+		return
+	}
+	endErr = s.Run()
+	reason = endReason(endErr)
+}
+
+// admitPeer applies the uid check, then the RefusePeer hook.
+func (k *Kernel) admitPeer(p Peer) error {
+	if err := checkPeer(p, hostUID); err != nil {
+		return err
+	}
+	if k.opts.RefusePeer != nil {
+		return k.opts.RefusePeer(p)
+	}
+	return nil
+}
+
+// endHandshake stops tracking t as handshaking.
+func (k *Kernel) endHandshake(t *transport.Conn) {
 	k.mu.Lock()
 	delete(k.handshaking, t)
 	k.notifyLocked()
 	k.mu.Unlock()
-	if s == nil {
-		return
-	}
-	_ = s.Run()
 }
 
 // handshake reads the hello and answers it. It returns the accepted
-// session, or nil after answering or dropping the socket.
-func (k *Kernel) handshake(t *transport.Conn) *Session {
+// session, or nil after answering or dropping the socket, with why.
+func (k *Kernel) handshake(t *transport.Conn, peer Peer) (*Session, string) {
 	v, err := t.ReadFrame(k.opts.HandshakeTimeout)
 	if err != nil {
 		_ = t.Close()
-		return nil
+		return nil, reasonHandshakeFailed
 	}
 	f, err := protocol.DecodeClientFrame(v)
 	hello, ok := f.(*protocol.Hello)
 	if err != nil || !ok {
 		_ = t.Close()
-		return nil
+		return nil, reasonHandshakeFailed
 	}
 	if k.draining.Load() || k.ownerLost() {
 		k.replyAndEnd(t, protocol.Draining{Kind: protocol.KindDraining, HostEpoch: k.epoch})
-		return nil
+		return nil, reasonDraining
 	}
 	selected, compatible := protocol.Negotiate(protocol.ProtocolRange{Min: hello.ProtocolMin, Max: hello.ProtocolMax}, protocol.HostProtocol)
 
@@ -499,7 +571,7 @@ func (k *Kernel) handshake(t *transport.Conn) *Session {
 	if k.shutdownRequested {
 		k.mu.Unlock()
 		k.replyAndEnd(t, protocol.Draining{Kind: protocol.KindDraining, HostEpoch: k.epoch})
-		return nil
+		return nil, reasonDraining
 	}
 	if !compatible {
 		// Only a host that will exit when idle may tell the client to wait.
@@ -514,7 +586,7 @@ func (k *Kernel) handshake(t *transport.Conn) *Session {
 		}
 		k.mu.Unlock()
 		k.replyAndEnd(t, reply)
-		return nil
+		return nil, reasonIncompatible
 	}
 	connID := uuid.NewString()
 	var s *Session
@@ -525,14 +597,17 @@ func (k *Kernel) handshake(t *transport.Conn) *Session {
 			ConnectionID: connID,
 			Surface:      hello.Surface,
 			Principal:    "local_os_user",
+			Peer:         peer,
 		},
-		Context:           k.baseCtx,
+		// Commands and controls outlive their client; queries get the
+		// session's connection context, derived from this one.
+		Context:           WithPeer(k.baseCtx, peer),
 		ResolveHandlers:   k.resolveHandlers,
 		ResolveContinuity: k.resolveContinuity,
 		BeginOperation:    k.beginOperation,
 		Inline:            func(op protocol.Operation) bool { return op == protocol.OpHostStatus },
 		OnTeardown:        func(error) { k.releaseConnection(s) },
-		Logger:            k.log,
+		Logger:            k.log.With("peer", peer),
 	})
 	k.accepted[s] = struct{}{}
 	k.connCount.Store(int64(len(k.accepted)))
@@ -544,10 +619,11 @@ func (k *Kernel) handshake(t *transport.Conn) *Session {
 	k.notifyLocked()
 	k.mu.Unlock()
 	if err := t.WriteValue(reply); err != nil {
-		s.teardown(err) // closes the socket, stops the writer, releases the connection
-		return nil
+		s.teardown(reasonWriteError, err) // closes the socket, stops the writer, releases the connection
+		s.wait()
+		return nil, reasonWriteError
 	}
-	return s
+	return s, ""
 }
 
 // replyAndEnd writes a final handshake reply, then ends the socket.
@@ -958,7 +1034,7 @@ func (k *Kernel) closeSequence() {
 	// 4. destroy what did not drain
 	if !opsDrained {
 		for _, s := range accepted {
-			s.teardown(errors.New("runtime host shutting down"))
+			s.teardown(reasonHostShutdown, errors.New("runtime host shutting down"))
 		}
 	}
 	for _, t := range handshaking {
@@ -990,7 +1066,7 @@ func (k *Kernel) closeSequence() {
 	}
 	k.mu.Unlock()
 	for _, s := range accepted {
-		s.teardown(errors.New("runtime host shut down"))
+		s.teardown(reasonHostShutdown, errors.New("runtime host shut down"))
 	}
 	// 10. server closed: the accept loop and every connection goroutine exit
 	if k.listener != nil {

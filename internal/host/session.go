@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,8 +38,11 @@ var _ Transport = (*transport.Conn)(nil)
 type SessionConfig struct {
 	Transport Transport
 	Conn      ConnInfo
-	// Context is given to handlers; it outlives the connection (a handler
-	// that has started runs to completion).
+	// Context carries the connection's values (its peer) and outlives the
+	// connection: commands and controls run with it, so that what they
+	// change does not depend on the client staying. Queries run with the
+	// connection's context, derived from it and cancelled when the
+	// connection ends.
 	Context context.Context
 	// ResolveHandlers returns the handler table for a request.
 	ResolveHandlers func() Handlers
@@ -71,9 +75,61 @@ type Session struct {
 	ended     bool     // torn down or finished: no more handlers start
 	ops       sync.WaitGroup
 
+	// ctx is the connection's context, cancelled with the reason the
+	// connection ended (an *endError) by end.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
 	teardownOnce sync.Once
 	ending       atomic.Bool
 	fatal        chan struct{} // closed by a fatal teardown
+	endErr       *endError     // why the connection ended; set once, by end, under mu
+}
+
+// Reasons a connection ends, logged with "connection closed".
+const (
+	reasonClientEOF        = "client_eof"    // the client ended its stream; what it had asked was answered
+	reasonClientClosed     = "client_closed" // the client closed its socket entirely
+	reasonProtocolError    = "protocol_error"
+	reasonReadError        = "read_error"
+	reasonWriteError       = "write_error"
+	reasonOutboundOverflow = "outbound_overflow"
+	reasonTransportClosed  = "transport_closed"
+	reasonPanic            = "panic"
+	reasonHostShutdown     = "host_shutdown"
+	// Before a session exists (the kernel's handshake).
+	reasonRefused         = "refused"
+	reasonHandshakeFailed = "handshake_failed"
+	reasonDraining        = "draining"
+	reasonIncompatible    = "incompatible"
+)
+
+// endError is why a connection ended: the cause of its context, and what
+// Run returns (nil for a clean end).
+type endError struct {
+	reason string
+	err    error
+}
+
+func (e *endError) Error() string {
+	if e.err == nil {
+		return "connection closed: " + e.reason
+	}
+	return "connection closed: " + e.reason + ": " + e.err.Error()
+}
+
+func (e *endError) Unwrap() error { return e.err }
+
+// endReason returns the reason of an error Run returned.
+func endReason(err error) string {
+	var e *endError
+	if errors.As(err, &e) {
+		return e.reason
+	}
+	if err == nil {
+		return reasonClientEOF
+	}
+	return reasonReadError
 }
 
 // NewSession prepares a session; Run serves it.
@@ -90,9 +146,23 @@ func NewSession(cfg SessionConfig) *Session {
 		fatal:    make(chan struct{}),
 		log:      cfg.Logger.With("connection", cfg.Conn.ConnectionID),
 	}
+	s.ctx, s.cancel = context.WithCancelCause(cfg.Context)
 	s.out = NewOutboundWriter(cfg.Transport, func(err error) {
+		var p *panicError
+		if errors.As(err, &p) {
+			// A frame's callback panicked (on whichever goroutine settled
+			// it): logged even when the connection is ending already.
+			s.log.Error("connection panicked", "panic", p.value, "stack", string(p.stack))
+			s.teardown(reasonPanic, p)
+			return
+		}
 		if !s.ending.Load() { // the session itself is closing the writer
-			s.teardown(fmt.Errorf("outbound: %w", err))
+			reason := reasonWriteError
+			var overflow *OutboundQueueError
+			if errors.As(err, &overflow) {
+				reason = reasonOutboundOverflow
+			}
+			s.teardown(reason, fmt.Errorf("outbound: %w", err))
 		}
 	})
 	conn := cfg.Conn
@@ -107,29 +177,65 @@ func NewSession(cfg SessionConfig) *Session {
 func (s *Session) Conn() *ConnInfo { return s.conn }
 
 // Run serves the connection until it ends and every dispatched operation has
-// settled. It returns the reason the connection ended (nil for a clean end).
-func (s *Session) Run() error {
-	var endErr error
+// settled. It returns why the connection ended (nil for a clean end).
+//
+// Its deferred block is the reader's one cleanup: a panic on the reader
+// is logged and tears this connection down like any other fatal error, so
+// the connection is released, its writer exits and its subscriptions
+// close; other connections are not touched.
+func (s *Session) Run() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.recovered(r, "")
+		}
+		s.wait()
+		s.mu.Lock()
+		if e := s.endErr; e != nil && e.reason != reasonClientEOF {
+			err = e
+		}
+		s.mu.Unlock()
+	}()
 	for {
 		f, err := s.cfg.Transport.ReadClientFrame(0)
 		if err != nil {
-			if transport.IsCode(err, transport.CodeReadEOF) {
+			switch {
+			case transport.IsCode(err, transport.CodeReadEOF):
 				s.drainAfterEOF()
-			} else {
-				endErr = err
-				s.teardown(err)
+			case isProtocolError(err):
+				s.teardown(reasonProtocolError, err)
+			default:
+				s.teardown(reasonReadError, err)
 			}
-			break
+			return nil
 		}
 		if err := s.accept(f); err != nil {
-			endErr = err
-			s.teardown(err)
-			break
+			s.teardown(reasonProtocolError, err)
+			return nil
 		}
 	}
+}
+
+// wait returns once every dispatched operation has settled and the writer
+// has exited.
+func (s *Session) wait() {
 	s.ops.Wait()
 	<-s.out.Done()
-	return endErr
+}
+
+func isProtocolError(err error) bool {
+	var pe *protocol.ProtocolError
+	return errors.As(err, &pe)
+}
+
+// recovered logs a panic of this connection (with its stack; the logger
+// carries the connection and its peer) and tears the connection down.
+func (s *Session) recovered(r any, op protocol.Operation) {
+	attrs := []any{"panic", r, "stack", string(debug.Stack())}
+	if op != "" {
+		attrs = append(attrs, "operation", op)
+	}
+	s.log.Error("connection panicked", attrs...)
+	s.teardown(reasonPanic, fmt.Errorf("panic: %v", r))
 }
 
 // accept decodes one request and dispatches it; an error is fatal to the
@@ -181,17 +287,40 @@ func (s *Session) dispatch(req *protocol.Request) { s.serve(req, false) }
 
 func (s *Session) dispatchInline(req *protocol.Request) { s.serve(req, true) }
 
+// serve runs on the request's own goroutine (or on the reader, inline).
+// Its deferred block is the request's one cleanup: a panic in admission,
+// the handler, or the encoding of its outcome is logged and tears this
+// connection down, and the operation's lease is finished unless the
+// response already owns it.
 func (s *Session) serve(req *protocol.Request, inline bool) {
 	defer s.ops.Done()
 	defer protocol.ReleaseRequest(req) // nothing keeps req past its answer
+	// owned is the lease while this goroutine must finish it on a panic.
+	var owned OperationLease
+	defer func() {
+		if r := recover(); r != nil {
+			if owned != nil {
+				owned.Finish() // before the teardown: a client that sees the close sees it released
+			}
+			s.recovered(r, req.Operation.Key)
+		}
+	}()
 	spec := req.Operation
-	lease, admitErr := s.cfg.BeginOperation(s.cfg.Context, spec)
+	ctx := s.cfg.Context
+	if spec.Mode == protocol.ModeQuery {
+		// A query's only product is its answer: its work ends with the
+		// connection.
+		ctx = s.ctx
+	}
+	lease, admitErr := s.cfg.BeginOperation(ctx, spec)
 	if admitErr != nil {
 		s.respond(req, Outcome{Err: admitErr}, nil, inline)
 		return
 	}
+	owned = lease
 	if s.ending.Load() {
 		// The connection went away while admission was pending: never run.
+		owned = nil
 		lease.Finish()
 		s.forget(req.RequestID, inline)
 		return
@@ -205,19 +334,13 @@ func (s *Session) serve(req *protocol.Request, inline bool) {
 	}
 	call := callPool.Get().(*Call)
 	*call = Call{RequestID: req.RequestID, Operation: spec, Input: req.Input, Conn: s.conn, lease: lease}
-	out := s.invoke(h, call)
+	out := h(ctx, call)
 	lease.Seal()
-	s.respond(req, out, call, inline)
-}
-
-func (s *Session) invoke(h Handler, call *Call) (out Outcome) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.log.Error("operation handler panicked", "operation", call.Operation.Key, "panic", r)
-			out = Fail(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
-		}
-	}()
-	return h(s.cfg.Context, call)
+	err := s.respond(req, out, call, inline)
+	owned = nil // the response settles the lease now
+	if out.AfterQueued != nil {
+		out.AfterQueued(err)
+	}
 }
 
 func (s *Session) forget(requestID string, inline bool) {
@@ -231,8 +354,9 @@ func (s *Session) forget(requestID string, inline bool) {
 
 // respond encodes, validates and queues the response. The lease of call
 // (nil for a refused admission) is finished once the response is written or
-// lost.
-func (s *Session) respond(req *protocol.Request, out Outcome, call *Call, inline bool) {
+// lost. It returns what the outcome's AfterQueued is to be told: nil once
+// the client will see this outcome, else why not.
+func (s *Session) respond(req *protocol.Request, out Outcome, call *Call, inline bool) error {
 	buf := getFrame()
 	rejected := s.encode(buf, req, out)
 	s.forget(req.RequestID, inline)
@@ -244,12 +368,10 @@ func (s *Session) respond(req *protocol.Request, out Outcome, call *Call, inline
 	if err != nil && call != nil {
 		call.Settle(err)
 	}
-	if out.AfterQueued != nil {
-		if err == nil && rejected {
-			err = errResultRejected // the client never saw this outcome
-		}
-		out.AfterQueued(err)
+	if err == nil && rejected {
+		err = errResultRejected // the client never saw this outcome
 	}
+	return err
 }
 
 var errResultRejected = errors.New("operation result rejected by its output codec")
@@ -308,8 +430,14 @@ func validateOutput(spec *protocol.OperationSpec, encoded []byte) error {
 
 // drainAfterEOF handles a clean read EOF: stop reading, drop subscriptions,
 // let dispatched operations answer, flush, then end the socket. A fatal
-// transport failure meanwhile tears down at once.
+// transport failure meanwhile tears down at once. A client that closed its
+// socket entirely (rather than only its sending half) reads nothing more:
+// the connection ends at once, cancelling its queries.
 func (s *Session) drainAfterEOF() {
+	if pc, ok := s.cfg.Transport.(interface{ PeerClosed() bool }); ok && pc.PeerClosed() {
+		s.teardown(reasonClientClosed, nil)
+		return
+	}
 	s.detachContinuity()
 	settled := make(chan struct{})
 	go func() {
@@ -321,7 +449,7 @@ func (s *Session) drainAfterEOF() {
 	case <-s.fatal:
 		return
 	case <-s.cfg.Transport.Closed():
-		s.teardown(errors.New("transport closed during drain"))
+		s.teardown(reasonTransportClosed, errors.New("transport closed during drain"))
 		return
 	}
 	s.out.Close()
@@ -330,11 +458,11 @@ func (s *Session) drainAfterEOF() {
 	case <-s.fatal:
 		return
 	case <-s.cfg.Transport.Closed():
-		s.teardown(errors.New("transport closed during drain"))
+		s.teardown(reasonTransportClosed, errors.New("transport closed during drain"))
 		return
 	}
 	_ = s.cfg.Transport.CloseWrite()
-	s.finish(nil)
+	s.finish()
 }
 
 func (s *Session) detachContinuity() {
@@ -346,29 +474,40 @@ func (s *Session) detachContinuity() {
 	}
 }
 
-// teardown ends the connection after a fatal error, exactly once.
-func (s *Session) teardown(err error) {
+// teardown ends the connection after a fatal error, exactly once; the
+// first reason wins.
+func (s *Session) teardown(reason string, err error) {
 	s.teardownOnce.Do(func() {
 		close(s.fatal)
-		s.log.Debug("connection torn down", "err", err)
-		s.end(err)
+		s.log.Debug("connection torn down", "reason", reason, "err", err)
+		s.end(&endError{reason: reason, err: err})
 	})
 }
 
 // finish ends the connection after a clean drain.
-func (s *Session) finish(err error) {
-	s.teardownOnce.Do(func() { s.end(err) })
+func (s *Session) finish() {
+	s.teardownOnce.Do(func() { s.end(&endError{reason: reasonClientEOF}) })
 }
 
-func (s *Session) end(err error) {
+// end is the connection's teardown, run once whatever ends it. The host
+// forgets the connection (its subscriptions, its place in the count)
+// before the socket closes, so a client that sees the close sees a host
+// that no longer counts it.
+func (s *Session) end(e *endError) {
 	s.ending.Store(true)
 	s.mu.Lock()
 	s.ended = true
+	s.endErr = e
 	s.mu.Unlock()
-	_ = s.cfg.Transport.Close()
+	s.cancel(e)
 	s.out.Fail(ErrWriterClosed)
 	s.detachContinuity()
 	if s.cfg.OnTeardown != nil {
+		var err error
+		if e.reason != reasonClientEOF {
+			err = e
+		}
 		s.cfg.OnTeardown(err)
 	}
+	_ = s.cfg.Transport.Close()
 }

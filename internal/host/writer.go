@@ -2,6 +2,8 @@ package host
 
 import (
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"sync"
 )
 
@@ -54,6 +56,30 @@ type Settler interface {
 	Settle(err error)
 }
 
+// panicError is a panic recovered on a connection's goroutine, with the
+// stack it was recovered on.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
+
+// settle tells done (if any) the outcome of its frame. A settler that
+// panics does not keep the frames after it from being settled: its panic
+// is recovered and returned, the first one kept in first.
+func settle(done Settler, err error, first **panicError) {
+	if done == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil && *first == nil {
+			*first = &panicError{value: r, stack: debug.Stack()}
+		}
+	}()
+	done.Settle(err)
+}
+
 // SettleFunc adapts a function to Settler; a nil SettleFunc does nothing.
 type SettleFunc func(err error)
 
@@ -69,7 +95,9 @@ func (f SettleFunc) Settle(err error) {
 // holds at most 64 frames and 2 MiB (counting frames until they are
 // written); overflowing either, or a write error, fails the writer exactly
 // once: every unwritten frame's callback gets the same error and onFailure
-// runs once.
+// runs once. A frame callback that panics fails the writer too; every
+// other frame is still settled, and onFailure is told of the panic even
+// if the writer had failed already.
 type OutboundWriter struct {
 	w         FrameWriter
 	onFailure func(error)
@@ -186,11 +214,10 @@ func (ow *OutboundWriter) failLocked(err error) {
 	pending := ow.queue
 	ow.queue = nil
 	ow.mu.Unlock()
+	var p *panicError
 	for _, f := range pending {
 		putFrame(f.buf)
-		if f.done != nil {
-			f.done.Settle(err)
-		}
+		settle(f.done, err, &p)
 	}
 	if ow.onFailure != nil {
 		ow.onFailure(err)
@@ -198,6 +225,23 @@ func (ow *OutboundWriter) failLocked(err error) {
 	select {
 	case ow.wake <- struct{}{}:
 	default:
+	}
+	if p != nil {
+		ow.failPanic(p)
+	}
+}
+
+// failPanic fails the writer after a frame callback panicked, and tells
+// onFailure of the panic even if the writer had failed already.
+func (ow *OutboundWriter) failPanic(p *panicError) {
+	ow.mu.Lock()
+	if ow.err == nil {
+		ow.failLocked(p) // unlocks; tells onFailure
+		return
+	}
+	ow.mu.Unlock()
+	if ow.onFailure != nil {
+		ow.onFailure(p)
 	}
 }
 
@@ -335,17 +379,14 @@ func (ow *OutboundWriter) writeOnce(bufs [][]byte, tw NonBlockingWriter) [][]byt
 	}
 	failed := ow.err
 	ow.mu.Unlock()
+	var p *panicError
 	for _, f := range batch[:k] {
 		putFrame(f.buf)
-		if f.done != nil {
-			f.done.Settle(failed)
-		}
+		settle(f.done, failed, &p)
 	}
 	for _, f := range unwritten {
 		putFrame(f.buf)
-		if f.done != nil {
-			f.done.Settle(failed)
-		}
+		settle(f.done, failed, &p)
 	}
 	clear(batch) // an unwritten rest was copied back into the queue
 	ow.mu.Lock()
@@ -353,7 +394,9 @@ func (ow *OutboundWriter) writeOnce(bufs [][]byte, tw NonBlockingWriter) [][]byt
 	ow.busy = false
 	wake := len(ow.queue) > 0 || ow.closing || ow.err != nil
 	ow.mu.Unlock()
-	if wake {
+	if p != nil {
+		ow.failPanic(p) // wakes the loop
+	} else if wake {
 		ow.Wake()
 	}
 	return bufs

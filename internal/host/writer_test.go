@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,5 +73,53 @@ func TestFramesOfAWriteInProgressAreSettledWhenTheWriterFails(t *testing.T) {
 			}
 		}
 		mu.Unlock()
+	}
+}
+
+// acceptingWriter writes everything.
+type acceptingWriter struct{}
+
+func (acceptingWriter) Write(...[]byte) error { return nil }
+
+// A frame callback that panics fails the writer, which reports the panic;
+// every other frame is still settled, and the writer loop ends.
+func TestAFrameCallbackThatPanicsFailsTheWriterAndSettlesTheOthers(t *testing.T) {
+	failures := make(chan error, 4)
+	ow := host.NewOutboundWriter(acceptingWriter{}, func(err error) { failures <- err })
+	var mu sync.Mutex
+	settled := map[int]error{}
+	for i := range 3 {
+		if err := ow.EnqueueDeferred([]byte("frame\n"), host.SettleFunc(func(err error) {
+			if i == 1 {
+				panic("frame callback panicked")
+			}
+			mu.Lock()
+			settled[i] = err
+			mu.Unlock()
+		})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ow.Wake()
+	select {
+	case <-ow.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the writer loop did not end")
+	}
+	mu.Lock()
+	if len(settled) != 2 || settled[0] != nil || settled[2] != nil {
+		t.Fatalf("settled %v, want frames 0 and 2 written", settled)
+	}
+	mu.Unlock()
+	select {
+	case err := <-failures:
+		if err == nil || !strings.Contains(err.Error(), "frame callback panicked") {
+			t.Fatalf("failure %v, want the panic", err)
+		}
+	default:
+		t.Fatal("the panic was not reported")
+	}
+	if err := ow.Enqueue([]byte("late\n"), nil); !errors.Is(err, host.ErrWriterClosed) {
+		t.Fatalf("enqueue after the panic: %v, want ErrWriterClosed", err)
 	}
 }

@@ -349,6 +349,24 @@ func (c *Conn) Close() error {
 	return c.closeErr
 }
 
+// PeerClosed reports, without blocking, whether the peer has closed its end
+// entirely rather than only its sending half: a read EOF alone cannot tell
+// them apart, but a Unix socket whose peer has closed reports a hang-up.
+// It is false where that cannot be told (no file descriptor; a TCP peer's
+// FIN).
+func (c *Conn) PeerClosed() bool {
+	if c.raw == nil {
+		return false
+	}
+	hup := false
+	_ = c.raw.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		n, err := unix.Poll(fds, 0)
+		hup = err == nil && n > 0 && fds[0].Revents&unix.POLLHUP != 0
+	})
+	return hup
+}
+
 // Closed is closed once Close has been called.
 func (c *Conn) Closed() <-chan struct{} { return c.closed }
 

@@ -256,3 +256,27 @@ func TestResetSeenByTryFillIsNotACleanEOF(t *testing.T) {
 		t.Fatalf("a reset connection read as a clean end of stream: %v", err)
 	}
 }
+
+// A read EOF looks the same after a half-close and after a close; only the
+// close is a peer that has gone.
+func TestPeerClosedTellsACloseFromAHalfClose(t *testing.T) {
+	c, s := unixPair(t)
+	if s.PeerClosed() {
+		t.Fatal("open peer reported closed")
+	}
+	if err := c.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReadFrame(0); code(err) != CodeReadEOF {
+		t.Fatalf("after half-close: %v, want read_eof", err)
+	}
+	if s.PeerClosed() {
+		t.Fatal("half-closed peer reported closed")
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !s.PeerClosed() {
+		t.Fatal("closed peer not reported closed")
+	}
+}
