@@ -93,7 +93,7 @@ type (
 		perms protocol.SessionPermissions
 		err   error
 	}
-	subOpenedMsg    struct {
+	subOpenedMsg struct {
 		gen    int
 		stream Stream
 		err    error
