@@ -58,6 +58,26 @@ type SessionPermissions struct {
 	SandboxReason    string           `json:"sandboxReason,omitempty"`
 }
 
+// SandboxUnavailable is what SandboxInForce says on a machine that cannot
+// enforce a sandbox.
+const SandboxUnavailable = "unavailable"
+
+// SandboxInForce names the sandbox the session's commands run in: off in
+// bypass mode or when the session chose off, SandboxUnavailable where the
+// machine cannot enforce one, read-only in explore mode, else the
+// session's sandbox.
+func (p SessionPermissions) SandboxInForce() string {
+	switch {
+	case p.PermissionMode == PermissionModeBypass || p.Sandbox == SandboxOff:
+		return SandboxOff
+	case !p.SandboxAvailable:
+		return SandboxUnavailable
+	case p.PermissionMode == PermissionModeExplore:
+		return SandboxReadOnly
+	}
+	return p.Sandbox
+}
+
 // SessionPermissionsQueryInput is the input of session.permissions.query.
 type SessionPermissionsQueryInput struct {
 	SessionID string `json:"sessionId"`

@@ -528,11 +528,12 @@ func (r *turnRun) execute(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	r.sessionID = sum.SessionID
-	if sum, err = r.applyPermissions(ctx, sum, created); err != nil {
+	sum, box, err := r.applyPermissions(ctx, sum, created)
+	if err != nil {
 		return 0, err
 	}
 	r.p.emit(event{Type: "session", SessionID: sum.SessionID, Workspace: sum.Workspace.Path, Created: &created,
-		PermissionMode: string(sum.PermissionMode)})
+		PermissionMode: string(sum.PermissionMode), Sandbox: box})
 	sub, err := conn.OpenSubscription(ctx, sum.SessionID)
 	if err != nil {
 		return 0, callError(ctx, "cannot follow session "+sum.SessionID, err)
@@ -634,31 +635,43 @@ func (r *turnRun) selectSession(ctx context.Context) (protocol.SessionSummary, b
 }
 
 // applyPermissions sends --permission-mode (to an existing session),
-// --sandbox, --allow and --deny to the host as the session's policy and
-// returns the summary with the mode in force.
-func (r *turnRun) applyPermissions(ctx context.Context, sum protocol.SessionSummary, created bool) (protocol.SessionSummary, error) {
+// --sandbox, --allow and --deny to the host as the session's policy (or
+// reads the policy when none is given) and returns the summary with the
+// mode in force and the sandbox its commands run in.
+func (r *turnRun) applyPermissions(ctx context.Context, sum protocol.SessionSummary, created bool) (protocol.SessionSummary, string, error) {
 	o := r.req.opts
 	in := protocol.SessionPermissionsSetInput{SessionID: sum.SessionID, Sandbox: o.sandbox, AddRules: r.req.rules}
 	if !created && r.req.mode != "" {
 		in.PermissionMode = r.req.mode
 	}
+	var res any
+	var err error
 	if in.PermissionMode == "" && in.Sandbox == "" && len(in.AddRules) == 0 {
-		return sum, nil
+		res, err = r.conn.Call(ctx, protocol.OpSessionPermissionsQuery, protocol.SessionPermissionsQueryInput{SessionID: sum.SessionID})
+	} else {
+		res, err = r.conn.Call(ctx, protocol.OpSessionPermissionsSet, in)
 	}
-	res, err := r.conn.Call(ctx, protocol.OpSessionPermissionsSet, in)
 	if err != nil {
-		return sum, callError(ctx, "cannot set the session's permissions", err)
+		return sum, "", callError(ctx, "cannot set the session's permissions", err)
 	}
 	perms, ok := res.(protocol.SessionPermissions)
 	if !ok {
-		return sum, exitf(1, "session.permissions.set: unexpected result %T", res)
+		return sum, "", exitf(1, "session permissions: unexpected result %T", res)
 	}
 	if perms.PermissionMode != sum.PermissionMode {
 		r.p.notef("maka: permission mode: %s (was %s)", perms.PermissionMode, sum.PermissionMode)
 	}
 	sum.PermissionMode = perms.PermissionMode
-	return sum, nil
+	box := perms.SandboxInForce()
+	switch {
+	case o.sandbox != "" && box == protocol.SandboxUnavailable:
+		r.p.notef("maka: sandbox: unavailable here (%s); commands run unconfined and ask in execute mode", perms.SandboxReason)
+	case o.sandbox != "":
+		r.p.notef("maka: sandbox: %s", box)
+	}
+	return sum, box, nil
 }
+
 
 // warnCreationFlags says that the options of a new session do not change
 // an existing one.
@@ -870,6 +883,7 @@ type event struct {
 	Workspace      string `json:"workspace,omitempty"`
 	Created        *bool  `json:"created,omitempty"`
 	PermissionMode string `json:"permissionMode,omitempty"`
+	Sandbox        string `json:"sandbox,omitempty"`
 	ToolUseID      string `json:"toolUseId,omitempty"`
 	ToolName       string `json:"toolName,omitempty"`
 	Status         string `json:"status,omitempty"`

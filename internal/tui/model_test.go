@@ -539,8 +539,7 @@ func TestStatusLineShowsTheSandboxInForce(t *testing.T) {
 			s := summary("s1", "first")
 			s.PermissionMode = tc.mode
 			be.addSession(s, snapshot("s1", 1, nil))
-			h := newHarness(t, be, Options{ResumeSessionID: "s1"})
-			h.send(tea.WindowSizeMsg{Width: 200, Height: 30})
+			h := newHarness(t, be, Options{ResumeSessionID: "s1", Width: 200, Height: 30})
 			h.until("the sandbox in the status line", func() bool { return strings.Contains(h.m.View(), tc.want) })
 		})
 	}

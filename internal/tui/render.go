@@ -217,17 +217,8 @@ func (m *model) statusView() string {
 	if s != nil {
 		parts = append(parts, "model "+modelTarget(s.ModelTarget), string(s.PermissionMode))
 	}
-	if p := m.perms; p != nil {
-		switch {
-		case p.PermissionMode == protocol.PermissionModeBypass || p.Sandbox == protocol.SandboxOff:
-			parts = append(parts, "sandbox off")
-		case !p.SandboxAvailable:
-			parts = append(parts, "sandbox unavailable")
-		case p.PermissionMode == protocol.PermissionModeExplore:
-			parts = append(parts, "sandbox "+protocol.SandboxReadOnly)
-		default:
-			parts = append(parts, "sandbox "+p.Sandbox)
-		}
+	if m.perms != nil {
+		parts = append(parts, "sandbox "+m.perms.SandboxInForce())
 	}
 	line := truncateWidth(" "+strings.Join(parts, " · "), m.width)
 	return m.look.status.Width(m.width).Render(line)
