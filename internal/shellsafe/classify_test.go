@@ -1,0 +1,315 @@
+package shellsafe
+
+import (
+	"strings"
+	"testing"
+)
+
+// safeCommands are read-only by the package's rules.
+var safeCommands = []string{
+	"ls",
+	"ls -la src",
+	"ls -la --color=auto *.go",
+	"pwd",
+	"cat go.mod",
+	"cat ~/.gitconfig",
+	"head -n 20 f",
+	"tail -n 50 log.txt",
+	"tail -5 log.txt",
+	"wc -l *.go",
+	"git status",
+	"git status --porcelain -b",
+	"git diff --stat",
+	"git diff --text a b",
+	"git diff --no-ext-diff HEAD~1 -- internal",
+	"git log --oneline -5",
+	"git log --format='%h %an %s' -n 3",
+	"git log main..feature",
+	"git show HEAD@{1}",
+	"git -C sub --no-pager log -1",
+	"git branch",
+	"git branch -a -vv",
+	"git branch --list 'feat/*'",
+	"git branch --contains HEAD",
+	"git branch --show-current",
+	"git tag",
+	"git tag -l 'v1.*'",
+	"git remote -v",
+	"git config --get user.name",
+	"git config --list --show-origin",
+	"git config get user.email",
+	"git rev-parse --show-toplevel",
+	"git ls-files '*.go'",
+	"git blame -L 10,20 main.go",
+	"git grep -n TODO",
+	"git describe --tags",
+	"rg foo",
+	"rg -n --type go 'func main'",
+	"grep -rn x .",
+	"grep -n foo *.go",
+	"egrep 'a|b' f",
+	"find . -name '*.go'",
+	"find . -type f -newer go.mod -print",
+	"ls | wc -l",
+	"ls |& wc -l",
+	"git diff 2>/dev/null",
+	"ls &>/dev/null",
+	"ls >/dev/null 2>&1",
+	"cat f 2>&1 | head",
+	"cat < go.mod",
+	"jq .name <<< '{\"name\":1}'",
+	"go version",
+	"go env GOPATH",
+	"go env -json GOOS GOARCH",
+	"go list ./...",
+	"go list -m",
+	"go list -f '{{.Dir}}' fmt",
+	"go doc -all strings",
+	"cat a && cat b",
+	"cat a || echo missing",
+	"cat a; cat b",
+	"echo a\necho b",
+	"! ls x",
+	"time ls",
+	"/usr/bin/ls -l",
+	"/bin/cat go.mod",
+	"'ls' \"-l\"",
+	"echo \"hello world\" 'x'",
+	"printf '%s\\n' a b",
+	"date +%Y-%m-%d",
+	"date -u -d yesterday +%s",
+	"uniq -c f",
+	"sort -u f | uniq",
+	"sort -k 2 -t , f",
+	"sha256sum -c sums.txt",
+	"stat -c %s f",
+	"du -sh .",
+	"df -h",
+	"tree -L 2",
+	"env",
+	"printenv HOME",
+	"hostname",
+	"which go",
+	"type ls",
+	"uname -a",
+	"realpath ../x",
+	"diff -u a b",
+	"file go.mod",
+	"nl -ba f",
+	"cut -d: -f1 /etc/passwd",
+	"tr a-z A-Z < f",
+	"ls # a comment; rm x",
+}
+
+func TestClassifySafe(t *testing.T) {
+	for _, c := range safeCommands {
+		if v := Classify(c); !v.Safe || v.Reason != "" {
+			t.Errorf("Classify(%q) = %+v, want safe", c, v)
+		}
+	}
+}
+
+func TestClassifyUnsafe(t *testing.T) {
+	tests := []struct {
+		command string
+		reason  string // a fragment of the reason
+	}{
+		{"rm x", "`rm` is not a read-only command"},
+		{"ls > out", "writes to a file (`> out`)"},
+		{"ls >> out", "writes to a file (`>> out`)"},
+		{"ls >| out", "writes to a file"},
+		{"ls &> out", "writes to a file"},
+		{"ls >& out", "writes to a file"},
+		{"ls 2> err.log", "writes to a file"},
+		{"cat <> f", "opens a file for writing"},
+		{"ls > ~/null", "writes to a file"},
+		{"cat a; rm b", "`rm` is not a read-only command (in `rm b`, one of 2 commands)"},
+		{"cat $(rm x)", "command substitution"},
+		{"cat `rm x`", "command substitution"},
+		{"cat \"$(rm x)\"", "command substitution"},
+		{"ls && touch y", "`touch` is not a read-only command"},
+		{"ls || rm y", "`rm` is not a read-only command"},
+		{"ls | sh", "`sh` runs another command"},
+		{"find . -delete", "`find -delete` deletes files"},
+		{"find . -exec rm {} \\;", "`find -exec`"},
+		{"find . -execdir ls \\;", "`find -execdir`"},
+		{"find . -fprint out", "`find -fprint` writes to a file"},
+		{"find . -name x -ok rm {} ;", "`find -ok`"},
+		{"find *", "a glob in the arguments of `find`"},
+		{"git push", "`git push` is not read-only"},
+		{"git commit -m x", "`git commit` is not read-only"},
+		{"git branch -D x", "`git branch -D` is not a listing option"},
+		{"git branch newname", "`git branch newname` changes branches"},
+		{"git branch -l newname", "changes branches"},
+		{"git branch -m a b", "is not a listing option"},
+		{"git tag v1", "`git tag v1` changes tags"},
+		{"git tag -d v1", "is not a listing option"},
+		{"git remote add o url", "git remote -v"},
+		{"git config user.name x", "without exactly one of --get or --list"},
+		{"git config --unset user.name", "is not a reading option"},
+		{"git config set user.name x", "without exactly one of --get or --list"},
+		{"git config --get a b c", "too many operands"},
+		{"git -c core.pager=sh log", "`git -c` sets configuration"},
+		{"git -ccore.pager=sh log", "`git -c` sets configuration"},
+		{"git --config-env=core.pager=X log", "`git --config-env` sets configuration"},
+		{"git --exec-path=/tmp log", "`git --exec-path`"},
+		{"git --git-dir=/tmp/x log", "`git --git-dir`"},
+		{"git -p log", "runs a pager"},
+		{"git log --output=/tmp/x", "`git log --output` writes to a file"},
+		{"git log --out=/tmp/x", "`git log --output` writes to a file"},
+		{"git diff --output /tmp/x", "`git diff --output`"},
+		{"git diff --ext-diff", "`git diff --ext-diff`"},
+		{"git diff --textconv", "`git diff --textconv`"},
+		{"git log --show-signature", "runs gpg"},
+		{"git log --format='%G?'", "runs gpg"},
+		{"git log --format=%G?", "a glob in the arguments of `git`"},
+		{"git grep -O foo", "`git grep -O` runs a pager"},
+		{"git grep --open-files-in-pager=vi foo", "runs a pager"},
+		{"git log --help", "runs a manual viewer"},
+		{"git diff *", "a glob in the arguments of `git`"},
+		{"FOO=1 ls", "sets an environment variable (`FOO=1`)"},
+		{"PATH=/tmp ls", "sets an environment variable"},
+		{"$CMD", "the command name is not a plain word (`$CMD`)"},
+		{"${CMD} x", "the command name is not a plain word"},
+		{"l* x", "the command name is not a plain word"},
+		{"{ls,-la}", "the command name is not a plain word"},
+		{"ls $HOME", "parameter expansion (`$HOME`)"},
+		{"ls \"$HOME\"", "parameter expansion"},
+		{"echo $((1+2))", "arithmetic expansion"},
+		{"echo $'\\x41'", "ANSI-C quoting"},
+		{"echo $\"x\"", "locale quoting"},
+		{"ls {a,-la}", "brace expansion"},
+		{"ls a{1..3}", "brace expansion"},
+		{"ls @(a|b)", "an extended glob"},
+		{"ls ~root", "tilde expansion"},
+		{"ls ~+", "tilde expansion"},
+		{"ls &", "runs in the background (`&`)"},
+		{"ls & rm x", "runs in the background"},
+		{"(ls)", "a subshell"},
+		{"{ ls; }", "a command group"},
+		{"f() { ls; }", "a function definition"},
+		{"if true; then ls; fi", "an `if` statement"},
+		{"for f in a; do cat $f; done", "a loop"},
+		{"while true; do ls; done", "a loop"},
+		{"case x in x) ls;; esac", "a `case` statement"},
+		{"[[ -f x ]]", "a `[[ … ]]` test"},
+		{"(( x = 1 ))", "an arithmetic command"},
+		{"export PATH=/tmp", "`export` sets variables"},
+		{"declare -x A=1", "`declare` sets variables"},
+		{"let x=1", "`let` evaluates arithmetic"},
+		{"coproc ls", "`coproc`"},
+		{"echo a\nrm b", "`rm` is not a read-only command (in `rm b`, one of 2 commands)"},
+		{"tail -f log", "`tail -f` never returns"},
+		{"tail -F log", "never returns"},
+		{"tail -5f log", "never returns"},
+		{"tail --follow=name log", "never returns"},
+		{"tail --fo log", "never returns"},
+		{"tail +5f log", "never return"},
+		{"sort -o out f", "`sort -o` writes to a file"},
+		{"sort -uo out f", "`sort -o` writes to a file"},
+		{"sort f -o out", "`sort -o` writes to a file"},
+		{"sort --output=out f", "`sort --output` writes to a file"},
+		{"sort --out=out f", "`sort --output` writes to a file"},
+		{"sort --compress-program=sh f", "runs a program"},
+		{"sort *", "a glob in the arguments of `sort`"},
+		{"uniq in out", "`uniq` with a second file writes to it"},
+		{"uniq -c -- in out", "writes to it"},
+		{"env rm x", "`env` with arguments runs a command"},
+		{"env -i ls", "runs a command"},
+		{"hostname evil", "sets the host name"},
+		{"date -s 10:00", "`date -s` sets the clock"},
+		{"date --set=10:00", "`date --set` sets the clock"},
+		{"date 010100002030", "sets the clock"},
+		{"printf -v PATH /tmp", "`printf -v` sets a variable"},
+		{"tree -o out", "`tree -o` writes to a file"},
+		{"file -C -m magic", "`file -C`"},
+		{"rg --pre=sh foo", "`rg --pre` runs a program"},
+		{"rg --pr sh foo", "`rg --pre`"},
+		{"rg --hostname-bin=sh foo", "runs a program"},
+		{"rg foo *", "a glob in the arguments of `rg`"},
+		{"go build ./...", "`go build` is not read-only"},
+		{"go run .", "`go run` is not read-only"},
+		{"go env -w GOFLAGS=-x", "`go env -w` changes the go environment"},
+		{"go env -u GOFLAGS", "`go env -u` changes the go environment"},
+		{"go list -toolexec=sh ./...", "`go list -toolexec` runs a program"},
+		{"go list -exec sh ./...", "runs a program"},
+		{"go list -export ./...", "builds packages"},
+		{"go list example.com/x", "may download modules"},
+		{"go list -m example.com/x@latest", "may download modules"},
+		{"go doc -http", "starts a server"},
+		{"sudo ls", "`sudo` runs another command"},
+		{"bash -c ls", "`bash` runs another command"},
+		{"sh -c 'ls'", "runs another command"},
+		{"xargs rm", "`xargs` runs another command"},
+		{"ls | xargs rm", "`xargs` runs another command"},
+		{"exec ls", "runs another command"},
+		{"eval ls", "runs another command"},
+		{"\\time ls", "runs another command"},
+		{"sed -i s/a/b/ f", "`sed` can write files"},
+		{"awk '{print}' f", "`awk` can run commands"},
+		{"less f", "`less` is interactive"},
+		{"tee out", "`tee` writes to files"},
+		{"cd /tmp && ls", "`cd` changes the directory"},
+		{"ls <(rm x)", "process substitution"},
+		{"diff <(ls) >(rm x)", "process substitution"},
+		{"echo > /dev/null; rm x", "`rm` is not a read-only command"},
+		{"cat < /dev/tcp/example.com/80", "a network redirection"},
+		{"cat < /dev/sda", "a redirection from a device"},
+		{"cat <<EOF\nx\nEOF", "a here-document"},
+		{"ls >&3", "other than 0, 1 or 2"},
+		{"{fd}>/dev/null ls", "a named descriptor"},
+		{"> /dev/null", "no command"},
+		{"", "no command"},
+		{"# only a comment", "no command"},
+		{"\u217cs", "is not plain ASCII"},                // ⅼs
+		{"\u0455ort -o x f", "is not a read-only command"}, // ѕort
+		{"ｌｓ", "is not a read-only command"},
+		{"./ls", "outside the system directories"},
+		{"/tmp/ls", "outside the system directories"},
+		{"/usr/bin/../../tmp/ls", "outside the system directories"},
+		{"/usr/bin/rm x", "`rm` is not a read-only command"},
+		{"ls 'unterminated", "does not parse"},
+		{"ls )", "does not parse"},
+		{"ls\rrm x", "control character"},
+		{"ls\x00", "control character"},
+		{"ls \xff", "not valid UTF-8"},
+		{"ls " + strings.Repeat("a", MaxLen), "too long"},
+	}
+	for _, tt := range tests {
+		v := Classify(tt.command)
+		if v.Safe {
+			t.Errorf("Classify(%q) is safe, want unsafe with %q", tt.command, tt.reason)
+			continue
+		}
+		if !strings.Contains(v.Reason, tt.reason) {
+			t.Errorf("Classify(%q).Reason = %q, want it to contain %q", tt.command, v.Reason, tt.reason)
+		}
+	}
+}
+
+// TestSafeListStaysSafeWithUnsafePart checks that a list is judged by every
+// part: adding an unsafe command anywhere makes a safe command unsafe.
+func TestSafeListStaysSafeWithUnsafePart(t *testing.T) {
+	for _, c := range safeCommands {
+		if strings.Contains(c, "#") {
+			continue // the comment would swallow what follows
+		}
+		for _, joined := range []string{c + "; rm x", "rm x; " + c, c + " && rm x", c + " | rm x", c + "\nrm x"} {
+			if v := Classify(joined); v.Safe {
+				t.Errorf("Classify(%q) is safe", joined)
+			}
+		}
+	}
+}
+
+func TestIsReadOnlyProgram(t *testing.T) {
+	for name, want := range map[string]bool{
+		"ls": true, "git": true, "/usr/bin/git": true, "/bin/cat": true, "/usr/local/bin/rg": true,
+		"rm": false, "sudo": false, "./ls": false, "/tmp/ls": false, "/usr/bin/": false,
+		"bin/ls": false, "": false, "\u217cs": false,
+	} {
+		if got := IsReadOnlyProgram(name); got != want {
+			t.Errorf("IsReadOnlyProgram(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
