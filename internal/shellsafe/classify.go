@@ -245,7 +245,10 @@ func (c *checker) redirect(r *syntax.Redirect) string {
 	case syntax.WordHdoc:
 		return ""
 	case syntax.DplIn, syntax.DplOut:
-		if w.val == "-" || w.val == "0" || w.val == "1" || w.val == "2" {
+		// The target must be written plainly: a quoted descriptor is
+		// refused, which can only refuse too much.
+		switch r.Word.Lit() {
+		case "-", "0", "1", "2":
 			return ""
 		}
 		if isDigits(w.val) {
@@ -253,7 +256,7 @@ func (c *checker) redirect(r *syntax.Redirect) string {
 		}
 		return fmt.Sprintf("writes to a file (`%s`)", text)
 	case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.RdrAll, syntax.AppAll:
-		if w.val == "/dev/null" && !w.tilde {
+		if r.Word.Lit() == "/dev/null" {
 			return ""
 		}
 		return fmt.Sprintf("writes to a file (`%s`)", text)

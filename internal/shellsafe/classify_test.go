@@ -261,7 +261,7 @@ func TestClassifyUnsafe(t *testing.T) {
 		{"> /dev/null", "no command"},
 		{"", "no command"},
 		{"# only a comment", "no command"},
-		{"\u217cs", "is not plain ASCII"},                // ⅼs
+		{"\u217cs", "is not plain ASCII"},                  // ⅼs
 		{"\u0455ort -o x f", "is not a read-only command"}, // ѕort
 		{"ｌｓ", "is not a read-only command"},
 		{"./ls", "outside the system directories"},
