@@ -42,12 +42,14 @@ func set(names ...string) map[string]bool {
 	return m
 }
 
-// goRefused explains some refused go flags.
+// goRefused explains some refused flags, by subcommand and flag.
 var goRefused = map[string]string{
-	"w": "changes the go environment", "u": "changes the go environment",
-	"exec": "runs a program", "toolexec": "runs a program", "export": "builds packages",
-	"compiled": "builds packages", "http": "starts a server", "mod": "may change go.mod",
-	"modfile": "reads another go.mod",
+	"env -w": "changes the go environment", "env -u": "changes the go environment",
+	"list -exec": "runs a program", "list -toolexec": "runs a program",
+	"list -export": "builds packages", "list -compiled": "builds packages",
+	"list -u": "reaches the network", "list -versions": "reaches the network",
+	"list -retracted": "reaches the network", "list -mod": "may change go.mod",
+	"list -modfile": "reads another go.mod", "doc -http": "starts a server",
 }
 
 // checkGo allows go version, go env (reading), go list of local packages
@@ -94,7 +96,7 @@ func checkGo(prog string, args []word) string {
 				i++
 			}
 		default:
-			if why, ok := goRefused[flag]; ok {
+			if why, ok := goRefused[sub+" -"+flag]; ok {
 				return fmt.Sprintf("`%s -%s` %s", name, flag, why)
 			}
 			return badOption(name, a.val, nil)

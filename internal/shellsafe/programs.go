@@ -261,7 +261,7 @@ var programs = map[string]*program{
 	),
 	"file": denying(denied{'C', "compile", "writes a compiled magic file"}),
 	"tree": denying(
-		denied{'o', "", "writes to a file"},
+		denied{'o', "output", "writes to a file"},
 		denied{'R', "", "writes a file into each directory"},
 	),
 	"rg": denying(
