@@ -3,6 +3,7 @@ package shellsafe
 import (
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -53,8 +54,9 @@ func Classify(command string) Verdict {
 	return Verdict{Safe: true}
 }
 
-// checkText refuses what the parser and bash might read differently: invalid
-// UTF-8, NUL and other control characters, and very long input.
+// checkText refuses what the parser and bash might read differently, or a
+// person differently from both: invalid UTF-8, NUL and other control
+// characters, invisible format characters, and very long input.
 func checkText(s string) string {
 	if len(s) > MaxLen {
 		return fmt.Sprintf("too long to check (over %d bytes)", MaxLen)
@@ -68,6 +70,11 @@ func checkText(s string) string {
 		}
 		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
 			return fmt.Sprintf("contains the control character %U", r)
+		}
+		if unicode.Is(unicode.Cf, r) {
+			// Bidirectional controls and other invisible characters make
+			// the command read differently from what runs.
+			return fmt.Sprintf("contains the invisible character %U", r)
 		}
 	}
 	return ""

@@ -276,6 +276,8 @@ func TestClassifyUnsafe(t *testing.T) {
 		{"ls\rrm x", "control character"},
 		{"ls\x00", "control character"},
 		{"ls \xff", "not valid UTF-8"},
+		{"cat f \u202e; rm x", "invisible character U+202E"},
+		{"ls\u200b", "invisible character U+200B"},
 		{"ls " + strings.Repeat("a", MaxLen), "too long"},
 	}
 	for _, tt := range tests {

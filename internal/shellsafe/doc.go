@@ -8,7 +8,8 @@
 // command with a real bash parser (mvdan.cc/sh/v3/syntax) and accepts it only
 // when all of the following hold:
 //
-//   - It is valid UTF-8 with no control character other than tab and newline,
+//   - It is valid UTF-8 with no control character other than tab and newline
+//     and no invisible format character (such as a bidirectional override),
 //     at most MaxLen bytes, and parses as bash.
 //   - Every command is a simple command. Commands may be joined by pipes (|,
 //     |&), by && and ||, and by ; or newlines, and such a list is safe only
