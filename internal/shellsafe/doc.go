@@ -49,5 +49,11 @@
 // output is a terminal); rg reads RIPGREP_CONFIG_PATH; go may download the
 // toolchain named by go.mod; bash may import functions from the environment.
 // Read-only is also not confidential: cat can print a secret, and can print a
-// huge file.
+// huge file. Because git obeys .git/config, a mode that lets file writes
+// through without a prompt must not also let shell_safe git commands through
+// without one: a written core.fsmonitor would run on the next git status.
+//
+// The rules assume bash, which the Bash tool runs when it is on PATH; under
+// the sh fallback the accepted bash-only forms (&>, |&, <<<) fail or run as
+// harmlessly.
 package shellsafe
