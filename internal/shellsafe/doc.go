@@ -54,6 +54,6 @@
 // without one: a written core.fsmonitor would run on the next git status.
 //
 // The rules assume bash, which the Bash tool runs when it is on PATH; under
-// the sh fallback the accepted bash-only forms (&>, |&, <<<) fail or run as
-// harmlessly.
+// the sh fallback, |& and <<< are syntax errors and "cmd &>/dev/null" runs
+// cmd in the background with its output not redirected, which is no worse.
 package shellsafe
