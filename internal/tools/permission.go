@@ -291,6 +291,14 @@ func (e *Engine) Evaluate(tool Tool, args json.RawMessage) Verdict {
 	escalate := false
 	if name == NameBash {
 		v.Sandbox = e.callSandbox()
+		if cat == protocol.ToolCategoryShellSafe && v.Sandbox == sandbox.Off && e.p.Mode == ModeExecute &&
+			configDriven(stringArg(args, "command")) {
+			// Execute mode writes files unprompted: unsandboxed, a git
+			// command could run what a written .git/config names.
+			cat = protocol.CategorizeBash(stringArg(args, "command"))
+			v.Category, v.Reason = cat, protocol.PermissionReasonForCategory(cat)
+			v.ScopeKey = ScopeKey(cat, tool, args)
+		}
 		if boolArg(args, "sandbox") == argFalse && v.Sandbox != sandbox.Off {
 			escalate = true
 		}

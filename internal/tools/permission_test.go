@@ -121,7 +121,7 @@ func TestRulePrecedence(t *testing.T) {
 		{"deny applies to tools needing no permission", ModeBypass, []Rule{rule("deny", "Read")}, read, `{"path":"a"}`, Block, "Read"},
 		{"allow rule beats the matrix", ModeExplore, []Rule{rule("allow", "category:file_write")}, write, `{"path":"a"}`, Allow, "category:file_write"},
 		{"bash exact allow, unquoted blanks folded", ModeExplore, []Rule{rule("allow", "Bash(make   build)")}, bash, `{"command":"  make build\n"}`, Allow, "Bash(make build)"},
-		{"bash exact keeps quoted blanks", ModeAsk, []Rule{rule("allow", "Bash(echo 'a  b')")}, bash, `{"command":"echo 'a b'"}`, Prompt, ""},
+		{"bash exact keeps quoted blanks", ModeAsk, []Rule{rule("allow", "Bash(make 'a  b')")}, bash, `{"command":"make 'a b'"}`, Prompt, ""},
 		{"bash exact does not match more", ModeAsk, []Rule{rule("allow", "Bash(make build)")}, bash, `{"command":"make build; rm -rf /"}`, Prompt, ""},
 		{"bash exact never matches a second line", ModeAsk, []Rule{rule("allow", "Bash(a b)")}, bash, `{"command":"a\nb"}`, Prompt, ""},
 		{"bash prefix allows its command", ModeAsk, []Rule{rule("allow", "Bash(npm run test:*)")}, bash, `{"command":"npm run test -- --watch=false"}`, Allow, "Bash(npm run test:*)"},
@@ -242,7 +242,7 @@ func TestRememberedApprovalIsExact(t *testing.T) {
 	bash := byName(t, NameBash)
 	e := NewEngine(Policy{Mode: ModeAsk})
 	cmd := func(c string) json.RawMessage { b, _ := json.Marshal(map[string]string{"command": c}); return b }
-	long := "echo " + strings.Repeat("A", 600)
+	long := "echo " + strings.Repeat("A", 600) + " | tee /dev/null"
 	approved := e.Evaluate(bash, cmd(long+" && echo first"))
 	if approved.Decision != Prompt || !approved.RememberAllowed {
 		t.Fatalf("first call: %+v", approved)
@@ -333,4 +333,32 @@ func TestEngineConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestGitIsNotSafeWhereWritesAreUnprompted: in execute mode without a
+// sandbox a model may write .git/config unasked, and git runs what that
+// file names (core.fsmonitor), so git commands prompt there; elsewhere a
+// read-only git command runs.
+func TestGitIsNotSafeWhereWritesAreUnprompted(t *testing.T) {
+	bash := byName(t, NameBash)
+	args := json.RawMessage(`{"command":"git status"}`)
+	for _, tc := range []struct {
+		mode      Mode
+		available bool
+		want      Decision
+		category  string
+	}{
+		{ModeExecute, false, Prompt, "shell_unsafe"},
+		{ModeExecute, true, Allow, "shell_safe"},
+		{ModeAsk, false, Allow, "shell_safe"},
+		{ModeExplore, false, Allow, "shell_safe"},
+	} {
+		v := NewEngine(Policy{Mode: tc.mode, SandboxAvailable: tc.available}).Evaluate(bash, args)
+		if v.Decision != tc.want || v.Category != tc.category {
+			t.Errorf("%s sandbox=%v: %s %s, want %s %s", tc.mode, tc.available, v.Decision, v.Category, tc.want, tc.category)
+		}
+	}
+	if v := NewEngine(Policy{Mode: ModeExecute}).Evaluate(bash, json.RawMessage(`{"command":"ls -la"}`)); v.Decision != Allow {
+		t.Errorf("ls in execute without a sandbox: %s", v.Decision)
+	}
 }
