@@ -139,6 +139,11 @@ func TestRulePrecedence(t *testing.T) {
 		{"category deny misses other categories", ModeBypass, []Rule{rule("deny", "category:fs_destructive")}, bash, `{"command":"ls"}`, Allow, ""},
 		{"deny bash exact beats allow tool", ModeBypass, []Rule{rule("allow", "Bash"), rule("deny", "Bash(make deploy)")}, bash, `{"command":"make  deploy"}`, Block, "Bash(make deploy)"},
 		{"deny bash prefix", ModeBypass, []Rule{rule("deny", "Bash(git push:*)")}, bash, `{"command":"git push origin main"}`, Block, "Bash(git push:*)"},
+		{"deny bash prefix inside a chain", ModeBypass, []Rule{rule("deny", "Bash(git push:*)")}, bash, `{"command":"make && /usr/bin/git  push -f"}`, Block, "Bash(git push:*)"},
+		{"deny bash prefix inside a substitution", ModeBypass, []Rule{rule("deny", "Bash(git push:*)")}, bash, `{"command":"echo $(git push)"}`, Block, "Bash(git push:*)"},
+		{"deny bash prefix needs whole words", ModeBypass, []Rule{rule("deny", "Bash(git push:*)")}, bash, `{"command":"legit pushover"}`, Allow, ""},
+		{"deny bash exact inside a chain", ModeBypass, []Rule{rule("deny", "Bash(make deploy)")}, bash, `{"command":"make test; make deploy"}`, Block, "Bash(make deploy)"},
+		{"deny bash exact needs whole words", ModeBypass, []Rule{rule("deny", "Bash(make deploy)")}, bash, `{"command":"make deploy-docs"}`, Allow, ""},
 		{"no rules", ModeAsk, nil, write, `{"path":"a"}`, Prompt, ""},
 	}
 	for _, tt := range tests {

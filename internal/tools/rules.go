@@ -212,6 +212,32 @@ func simpleCommand(cmd string) bool {
 	return !strings.ContainsAny(cmd, ";&|<>$`()\n\r{}\\")
 }
 
+// containsWords reports whether words stand in cmd as whole words: at the
+// start or after a character that is not part of a word (a blank, an
+// operator, a quote, a "/" of a path), and followed by the end or such a
+// character; a prefix may be followed by anything.
+func containsWords(cmd, words string, prefix bool) bool {
+	for i := 0; i < len(cmd); i++ {
+		j := strings.Index(cmd[i:], words)
+		if j < 0 {
+			return false
+		}
+		at, end := i+j, i+j+len(words)
+		before := at == 0 || cmd[at-1] == '/' || !isWordByte(cmd[at-1])
+		after := prefix || end == len(cmd) || !isWordByte(cmd[end])
+		if before && after {
+			return true
+		}
+		i = at
+	}
+	return false
+}
+
+// isWordByte reports whether c continues a shell word.
+func isWordByte(c byte) bool {
+	return c == '_' || c == '-' || c == '.' || c == '/' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
+}
+
 // matchContext is what rule matching knows of a call.
 type matchContext struct {
 	tool     string
@@ -227,13 +253,19 @@ func (r Rule) matches(m matchContext) bool {
 		return strings.EqualFold(r.Tool, m.tool)
 	case RuleKindCategory:
 		return r.Value == m.category
-	case RuleKindBashExact:
-		return m.tool == NameBash && CanonicalCommand(stringArg(m.args, "command")) == r.Value
-	case RuleKindBashPrefix:
+	case RuleKindBashExact, RuleKindBashPrefix:
 		if m.tool != NameBash {
 			return false
 		}
 		cmd := CanonicalCommand(stringArg(m.args, "command"))
+		if r.Effect == RuleDeny {
+			// A deny refuses the words wherever they stand in the
+			// command line: after ;, &&, |, inside $( ) or quotes.
+			return containsWords(cmd, r.Value, r.Kind == RuleKindBashPrefix)
+		}
+		if r.Kind == RuleKindBashExact {
+			return cmd == r.Value
+		}
 		return simpleCommand(cmd) && (cmd == r.Value || strings.HasPrefix(cmd, r.Value+" "))
 	case RuleKindPath:
 		covered := false
