@@ -672,7 +672,6 @@ func (r *turnRun) applyPermissions(ctx context.Context, sum protocol.SessionSumm
 	return sum, box, nil
 }
 
-
 // warnCreationFlags says that the options of a new session do not change
 // an existing one.
 func (r *turnRun) warnCreationFlags(sum protocol.SessionSummary) {
