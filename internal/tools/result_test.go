@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
-
-	"github.com/maka-agent/maka/protocol"
 )
 
 func TestRedact(t *testing.T) {
@@ -17,15 +15,26 @@ func TestRedact(t *testing.T) {
 	}{
 		{"openai key", "key sk-abcdefghijklmnopqrstuvwx end", []string{"sk-abcdefghijklmnop"}, []string{"key ", " end"}},
 		{"anthropic key", "sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAA", []string{"AAAAAAAAAAAAAAAA"}, nil},
+		{"key after equals", "OPENAI=sk-abcdefghijklmnopqrstuvwx", []string{"sk-abcdefghijklmnop"}, []string{"OPENAI="}},
 		{"bearer", "Authorization: Bearer abcdefghijklmnopqrstuvwxyz0123", []string{"abcdefghijklmnopqrstuvwxyz"}, []string{"Authorization"}},
 		{"aws", "id=AKIAIOSFODNN7EXAMPLE", []string{"AKIAIOSFODNN7EXAMPLE"}, []string{"id="}},
 		{"api_key assignment", "export API_KEY=hunter2hunter2", []string{"hunter2"}, []string{"API_KEY="}},
 		{"openai env", "OPENAI_API_KEY='abc123def'", []string{"abc123def"}, []string{"OPENAI_API_KEY"}},
+		{"camel case key", `apiKey = "abc123def"`, []string{"abc123def"}, []string{"apiKey"}},
 		{"json password", `{"password": "s3cr3tpw"}`, []string{"s3cr3tpw"}, []string{"password"}},
+		{"json api key of a vault", `{"openai": {"api_key": "abcdefgh"}}`, []string{"abcdefgh"}, []string{`"api_key": "`}},
+		{"yaml secret value", "client_secret: Zx81kPq0aa", []string{"Zx81kPq0aa"}, []string{"client_secret: "}},
+		{"yaml quoted value", "password: 'plain'", []string{"plain"}, []string{"password: '"}},
+		{"assignment inside a rejected one", "/etc/passwd: password=hunter22", []string{"hunter22"}, []string{"/etc/passwd: password="}},
 		{"private key block", "a\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nabc\n-----END RSA PRIVATE KEY-----\nb",
 			[]string{"MIIEowIBAAKCAQEA", "abc"}, []string{"a\n", "\nb"}},
 		{"unterminated private key", "-----BEGIN PRIVATE KEY-----\nMIIEsecret", []string{"MIIEsecret"}, nil},
 		{"github token", "ghp_0123456789abcdefghij0123", []string{"ghp_0123456789"}, nil},
+		{"github fine-grained token", "github_pat_11ABCDEFG0123456789_abcdefghijklmnop", []string{"11ABCDEFG0123456789"}, nil},
+		{"slack token", "xoxb-1234567890-abcdef", []string{"1234567890-abcdef"}, nil},
+		{"long hex", "digest " + strings.Repeat("0123456789abcdef", 3), []string{"0123456789abcdef0123"}, []string{"digest "}},
+		{"upper case sha", "id " + strings.Repeat("ABCDEF0123", 4), []string{"ABCDEF0123ABCDEF"}, []string{"id "}},
+		{"hex credential value", "secret_key=" + strings.Repeat("0123456789", 4), []string{"0123456789"}, []string{"secret_key="}},
 		{"plain text", "hello world, api docs, tokenizer", nil, []string{"hello world, api docs, tokenizer"}},
 	}
 	for _, tt := range tests {
@@ -47,11 +56,102 @@ func TestRedact(t *testing.T) {
 			if again := Redact(got); again != got {
 				t.Errorf("Redact is not idempotent: %q then %q", got, again)
 			}
-			if protocol.RedactSecrets(got) != got {
-				t.Errorf("Redact(%q) = %q is changed by protocol.RedactSecrets", tt.in, got)
-			}
 		})
 	}
+}
+
+// TestRedactKeepsOrdinaryText checks that text that only looks like a
+// secret in part reaches the model as it is.
+func TestRedactKeepsOrdinaryText(t *testing.T) {
+	for _, in := range []string{
+		"Read /etc/passwd: path is outside the workspace",
+		"Read ../../etc/passwd: file not found: etc/passwd",
+		"/home/me/projects/task-management-dashboard-service/src/main.go",
+		"disk-usage-summary-for-every-volume-mounted",
+		"commit 4b825dc642cb6eb9a060e54bf8d69288fbee4904\nAuthor: A <a@example.com>",
+		"sha256 " + strings.Repeat("0123456789abcdef", 4) + "  go.sum",
+		"~/.config/app/password: permission denied",
+		"password: required",
+		"Enter the password: ",
+		"max_tokens=4096 tokenizer=bpe mypassword=notakey",
+		"the api key is set in the settings",
+	} {
+		if got := Redact(in); got != in {
+			t.Errorf("Redact(%q) = %q, want it unchanged", in, got)
+		}
+	}
+}
+
+// TestRedactKnownSecrets checks that the known secret values are masked
+// wherever they occur, whatever they look like, and that short ones are
+// not.
+func TestRedactKnownSecrets(t *testing.T) {
+	t.Cleanup(func() { SetKnownSecrets(nil) })
+	const key, longer = "plainwordsecret", "plainwordsecretplus"
+	in := "config holds plainwordsecret and plainwordsecretplus; short abc"
+	if got := Redact(in); got != in {
+		t.Fatalf("without known secrets Redact(%q) = %q", in, got)
+	}
+	SetKnownSecrets(func() []string { return []string{key, longer, "abc", ""} })
+	got := Redact(in)
+	if want := "config holds [REDACTED] and [REDACTED]; short abc"; got != want {
+		t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+	}
+	if got := ErrorResult("failed: " + key).ModelText; got != "failed: [REDACTED]" {
+		t.Errorf("error result %q keeps the known secret", got)
+	}
+	SetKnownSecrets(nil)
+	if got := Redact(in); got != in {
+		t.Errorf("after removing the source Redact(%q) = %q", in, got)
+	}
+}
+
+// redactFuzzSecrets are the known secrets of FuzzRedact.
+var redactFuzzSecrets = []string{"vaultkey-0123", "ED]]ED]]ED", "hunter2hunter2"}
+
+// FuzzRedact checks that Redact is idempotent and leaves none of what it
+// recognises: no known secret, no token pattern, no hex run that is not
+// an object id, no credential value.
+func FuzzRedact(f *testing.F) {
+	for _, s := range []string{
+		"key sk-abcdefghijklmnopqrstuvwx end",
+		"task-management-dashboard-service",
+		"/etc/passwd: password=hunter22",
+		`{"api_key": "abcdefgh", "password":"x1"}`,
+		"commit 4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+		strings.Repeat("a", 41) + "sk-" + strings.Repeat("b", 20),
+		"-----BEGIN PRIVATE KEY-----\nabc",
+		"vaultkey-0123vaultkey-0123 ED]]ED]]EDED]]ED]]ED",
+		"Bearer abcdefghijklmnopqrstuvwxyz== AKIAIOSFODNN7EXAMPLE",
+	} {
+		f.Add(s)
+	}
+	SetKnownSecrets(func() []string { return redactFuzzSecrets })
+	f.Cleanup(func() { SetKnownSecrets(nil) })
+	f.Fuzz(func(t *testing.T, s string) {
+		got := Redact(s)
+		if again := Redact(got); again != got {
+			t.Fatalf("Redact is not idempotent:\n%q\n%q\n%q", s, got, again)
+		}
+		for _, v := range redactFuzzSecrets {
+			if strings.Contains(got, v) {
+				t.Fatalf("Redact(%q) = %q keeps the known secret %q", s, got, v)
+			}
+		}
+		for _, re := range tokenPatterns {
+			if m := re.FindString(got); m != "" {
+				t.Fatalf("Redact(%q) = %q keeps %q", s, got, m)
+			}
+		}
+		for _, h := range hexRun.FindAllString(got, -1) {
+			if !isObjectID(h) {
+				t.Fatalf("Redact(%q) = %q keeps the hex run %q", s, got, h)
+			}
+		}
+		if redactCredentialLine(got) != got && !strings.Contains(got, "\n") {
+			t.Fatalf("Redact(%q) = %q keeps a credential value", s, got)
+		}
+	})
 }
 
 func TestErrorResult(t *testing.T) {
