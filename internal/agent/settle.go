@@ -92,6 +92,9 @@ func (r *runner) execute(ctx context.Context, tool tools.Tool, known bool, call 
 	if err != nil {
 		res = tools.ErrorResult(fmt.Sprintf("%s failed: %v", tool.Name(), err))
 	}
+	// Whatever the tool, its result reaches the record and the model
+	// redacted.
+	res = tools.RedactResult(res)
 	r.gate.Record(tool.Name(), args, res.IsError)
 	return res
 }

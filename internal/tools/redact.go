@@ -1,6 +1,8 @@
 package tools
 
 import (
+	"bytes"
+	"encoding/json"
 	"regexp"
 	"slices"
 	"strings"
@@ -291,4 +293,70 @@ func asciiLower(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// RedactResult returns res with its model text and every string of its
+// content redacted; the content stays valid JSON and keeps its layout
+// (numbers, literals and unchanged strings are kept byte for byte).
+// Object keys are redacted too: a tool may build them from what it read.
+// Content that is not JSON is redacted as text.
+func RedactResult(res Result) Result {
+	res.ModelText = Redact(res.ModelText)
+	if len(res.Content) == 0 {
+		return res
+	}
+	if !json.Valid(res.Content) {
+		res.Content = json.RawMessage(Redact(string(res.Content)))
+		return res
+	}
+	res.Content = redactJSONStrings(res.Content)
+	return res
+}
+
+// redactJSONStrings redacts the strings of data, which is valid JSON.
+func redactJSONStrings(data []byte) []byte {
+	var out []byte // nil until a string changes
+	copied := 0
+	for i := 0; i < len(data); i++ {
+		if data[i] != '"' {
+			continue
+		}
+		end := i + 1
+		for ; end < len(data) && data[end] != '"'; end++ {
+			if data[end] == '\\' {
+				end++
+			}
+		}
+		end++ // past the closing quote
+		if repl, ok := redactJSONString(data[i:end]); ok {
+			out = append(out, data[copied:i]...)
+			out = append(out, repl...)
+			copied = end
+		}
+		i = end - 1
+	}
+	if out == nil {
+		return data
+	}
+	return append(out, data[copied:]...)
+}
+
+// redactJSONString redacts one JSON string literal; ok is false when it
+// is unchanged.
+func redactJSONString(lit []byte) ([]byte, bool) {
+	var s string
+	if err := json.Unmarshal(lit, &s); err != nil {
+		return nil, false
+	}
+	r := Redact(s)
+	if r == s {
+		return nil, false
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return nil, false
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), true
 }

@@ -213,3 +213,46 @@ func TestSummary(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactResult checks that every string of a result's content is
+// redacted, escaped or not, while numbers and untouched strings keep their
+// bytes and the content stays valid JSON.
+func TestRedactResult(t *testing.T) {
+	in := Result{
+		Content: json.RawMessage(`{"kind":"json", "value": {"a\"sk-abcdefghijklmnopqrstuvwx":"x \"sk-abcdefghijklmnopqrstuvwx\" <y>",` +
+			`"n":[1.50, "keep \u00e9", "\u0073k-abcdefghijklmnopqrstuvwx"]}}`),
+		ModelText: "ghp_0123456789abcdefghij0123",
+		IsError:   true,
+	}
+	got := RedactResult(in)
+	want := `{"kind":"json", "value": {"a\"[REDACTED]":"x \"[REDACTED]\" <y>",` +
+		`"n":[1.50, "keep \u00e9", "[REDACTED]"]}}`
+	if string(got.Content) != want || !json.Valid(got.Content) {
+		t.Errorf("content = %s\nwant      %s", got.Content, want)
+	}
+	if got.ModelText != "[REDACTED]" || !got.IsError {
+		t.Errorf("result = %+v", got)
+	}
+	if bad := RedactResult(Result{Content: json.RawMessage(`not json sk-abcdefghijklmnopqrstuvwx`)}); string(bad.Content) != "not json [REDACTED]" {
+		t.Errorf("content that is not JSON = %s", bad.Content)
+	}
+}
+
+// FuzzRedactResult checks that redacting valid JSON content leaves valid
+// JSON, and that redacting twice changes nothing more.
+func FuzzRedactResult(f *testing.F) {
+	f.Add(`{"kind":"text","text":"key sk-abcdefghijklmnopqrstuvwx"}`)
+	f.Add(`["a\"b\\", {"\u0073k-abcdefghijklmnopqrstuvwx": 1e3}, null, "password=x1y2"]`)
+	f.Fuzz(func(t *testing.T, s string) {
+		if !json.Valid([]byte(s)) {
+			return
+		}
+		got := RedactResult(Result{Content: json.RawMessage(s)})
+		if !json.Valid(got.Content) {
+			t.Fatalf("RedactResult(%s) = %s is not JSON", s, got.Content)
+		}
+		if again := RedactResult(got); string(again.Content) != string(got.Content) {
+			t.Fatalf("RedactResult is not idempotent: %s then %s", got.Content, again.Content)
+		}
+	})
+}
