@@ -102,7 +102,9 @@ func (t grepTool) Run(ctx context.Context, env Env, raw json.RawMessage) (Result
 		return ErrorResult(fmt.Sprintf("Grep: path %s: %v", where, err)), nil
 	}
 	var v grepValue
-	if rg, lookErr := t.rgPath(); lookErr == nil {
+	// ripgrep cannot be told to leave the host's paths alone; a search
+	// whose tree holds one uses the Go walk, which skips them.
+	if rg, lookErr := t.rgPath(); lookErr == nil && !holdsProtected(loc) {
 		v, err = grepRipgrep(ctx, rg, loc, *a.Pattern, glob)
 	} else {
 		v, err = grepFallback(ctx, loc, *a.Pattern, glob)
@@ -130,6 +132,17 @@ func (t grepTool) rgPath() (string, error) {
 		return "", exec.ErrNotFound
 	}
 	return t.lookRG()
+}
+
+// holdsProtected reports whether one of the host's paths lies inside the
+// search location loc.
+func holdsProtected(loc location) bool {
+	for _, p := range loc.protected {
+		if within(loc.real, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // grepRipgrep runs rg in the workspace and parses its "file:line:text"
@@ -246,7 +259,7 @@ func (f *grepFilter) accept(rel string) bool {
 
 // grepFallback searches with Go regular expressions: a file, or a
 // directory walked in lexical order without following symlinks, skipping
-// .git and binary files.
+// .git, the host's paths and binary files.
 func grepFallback(ctx context.Context, loc location, pattern, glob string) (grepValue, error) {
 	re, err := regexp.Compile(pattern)
 	if err != nil {
@@ -279,6 +292,12 @@ func grepFallback(ctx context.Context, loc location, pattern, glob string) (grep
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+		}
+		if isProtected(loc.protected, p) {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
 		}
 		if d.IsDir() {
 			if d.Name() == ".git" && p != loc.real {
