@@ -227,6 +227,9 @@ func resolveForWrite(env Env, p string) (location, error) {
 		if fi.IsDir() {
 			return location{}, fmt.Errorf("path is a directory: %s", filepath.ToSlash(rel))
 		}
+		if err := checkRegular(fi.Mode()); err != nil {
+			return location{}, err
+		}
 	}
 	return location{rel: filepath.ToSlash(rel), real: target, root: root, protected: protected}, nil
 }

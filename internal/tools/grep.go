@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -100,6 +101,13 @@ func (t grepTool) Run(ctx context.Context, env Env, raw json.RawMessage) (Result
 	loc, err := resolveExisting(env, where)
 	if err != nil {
 		return ErrorResult(fmt.Sprintf("Grep: path %s: %v", where, err)), nil
+	}
+	// A single file must be a regular one: ripgrep, like the Go search,
+	// would block on a named pipe given as the path.
+	if fi, err := os.Stat(loc.real); err != nil {
+		return ErrorResult(fmt.Sprintf("Grep: path %s: %v", loc.rel, err)), nil
+	} else if err := checkRegular(fi.Mode()); err != nil && !errors.Is(err, errIsDir) {
+		return ErrorResult(fmt.Sprintf("Grep: path %s: %v", loc.rel, err)), nil
 	}
 	var v grepValue
 	// ripgrep cannot be told to leave the host's paths alone; a search
@@ -275,7 +283,11 @@ func grepFallback(ctx context.Context, loc location, pattern, glob string) (grep
 		return grepValue{}, err
 	}
 	if !fi.IsDir() {
-		if err := grepFile(re, loc.real, loc.rel, &v); err != nil && !errors.Is(err, errEnoughMatches) {
+		err := grepFile(ctx, re, loc.real, loc.rel, &v)
+		switch {
+		case ctx.Err() != nil:
+			return grepValue{}, errors.New("aborted")
+		case err != nil && !errors.Is(err, errEnoughMatches):
 			return grepValue{}, err
 		}
 		return v, nil
@@ -316,7 +328,7 @@ func grepFallback(ctx context.Context, loc location, pattern, glob string) (grep
 		if !filter.accept(rel) {
 			return nil
 		}
-		return grepFile(re, p, path.Join(loc.rel, rel), &v)
+		return grepFile(ctx, re, p, path.Join(loc.rel, rel), &v)
 	})
 	switch {
 	case errors.Is(err, errEnoughMatches):
@@ -329,15 +341,16 @@ func grepFallback(ctx context.Context, loc location, pattern, glob string) (grep
 }
 
 // grepFile appends the matching lines of one file to v, at most
-// GrepMaxPerFile; it returns errEnoughMatches once v is full. Unreadable
-// and binary files are skipped.
-func grepFile(re *regexp.Regexp, file, display string, v *grepValue) error {
-	f, err := os.Open(file)
+// GrepMaxPerFile, searching its first FileScanMaxBytes; it returns
+// errEnoughMatches once v is full and ctx's error once ctx ended.
+// Unreadable, binary and non-regular files are skipped.
+func grepFile(ctx context.Context, re *regexp.Regexp, file, display string, v *grepValue) error {
+	f, _, err := openRegular(file)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 64<<10)
+	br := bufio.NewReaderSize(ctxReader{ctx: ctx, r: io.LimitReader(f, FileScanMaxBytes)}, 64<<10)
 	if head, _ := br.Peek(binarySniffLen); isBinary(head) {
 		return nil
 	}
@@ -345,7 +358,7 @@ func grepFile(re *regexp.Regexp, file, display string, v *grepValue) error {
 	for n := 1; ; n++ {
 		line, err := readLine(br, grepMaxScanLine)
 		if line == "" && err != nil {
-			return nil
+			return ctx.Err()
 		}
 		line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
 		if re.MatchString(line) {
@@ -359,7 +372,7 @@ func grepFile(re *regexp.Regexp, file, display string, v *grepValue) error {
 			}
 		}
 		if err != nil {
-			return nil
+			return ctx.Err()
 		}
 	}
 }
