@@ -90,7 +90,7 @@ func (r *runner) execute(ctx context.Context, tool tools.Tool, known bool, call 
 		Output: func(stream, chunk string) {
 			cr.output(func() {
 				ev := r.event(ToolOutputDelta)
-				ev.ToolUseID, ev.ToolName, ev.Stream, ev.Chunk = call.ID, tool.Name(), stream, chunk
+				ev.ToolUseID, ev.ToolName, ev.Stream, ev.Chunk = call.ID, tool.Name(), stream, tools.Redact(chunk)
 				ev.Seq = seq.Add(1)
 				_ = r.emit(ctx, ev) // live only
 			})

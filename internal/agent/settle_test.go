@@ -439,7 +439,8 @@ func TestEveryToolResultIsRedacted(t *testing.T) {
 	t.Cleanup(func() { tools.SetKnownSecrets(nil) })
 	tools.SetKnownSecrets(func() []string { return []string{"vault-plain-value"} })
 	const key = "sk-abcdefghijklmnopqrstuvwx"
-	probe := &fakeTool{name: "Probe", run: func(_ context.Context, _ tools.Env, args json.RawMessage) (tools.Result, error) {
+	probe := &fakeTool{name: "Probe", run: func(_ context.Context, env tools.Env, args json.RawMessage) (tools.Result, error) {
+		env.Output("stdout", "progress "+key+"\n")
 		if strings.Contains(string(args), "bare") {
 			return tools.Result{Content: json.RawMessage(`{"kind":"json","value":{"token":"` + key + `"}}`)}, nil
 		}
@@ -483,5 +484,14 @@ func TestEveryToolResultIsRedacted(t *testing.T) {
 	}
 	if got, want := msgs[3].Text, `{"kind":"json","value":{"token":"[REDACTED]"}}`; got != want {
 		t.Errorf("the model read %q, want %q", got, want)
+	}
+	deltas := sink.ofType(agent.ToolOutputDelta)
+	if len(deltas) != 2 {
+		t.Fatalf("output deltas = %+v, want two", deltas)
+	}
+	for _, ev := range deltas {
+		if ev.Chunk != "progress [REDACTED]\n" {
+			t.Errorf("live output %q, want it redacted", ev.Chunk)
+		}
 	}
 }
