@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/maka-agent/maka/internal/agent"
@@ -494,4 +497,24 @@ func TestEveryToolResultIsRedacted(t *testing.T) {
 			t.Errorf("live output %q, want it redacted", ev.Chunk)
 		}
 	}
+}
+
+// TestReadOfANamedPipeDoesNotHoldTheTurn has the model Read a named pipe
+// in the workspace with the built-in tools: the call is refused at once
+// and the turn goes on to its answer.
+func TestReadOfANamedPipeDoesNotHoldTheTurn(t *testing.T) {
+	ws := t.TempDir()
+	fifo := filepath.Join(ws, "pipe")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Releases a Read blocked on the pipe, if any; never blocks.
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			_ = w.Close()
+		}
+	})
+	res, _ := settleOne(t, agent.Turn{Workspace: ws, Tools: tools.NewRegistry(tools.Builtins()...)},
+		callEv("c1", tools.NameRead, `{"path":"pipe"}`))
+	wantError(t, res, "Read pipe: not a regular file: it is a named pipe (FIFO)")
 }
