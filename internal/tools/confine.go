@@ -56,10 +56,12 @@ func protectedPaths(env Env) []string {
 }
 
 // isProtected reports whether p (clean, absolute) is one of protected or
-// lies below one.
+// lies below one. It runs for every entry of a walk, so it compares
+// strings rather than computing relative paths.
 func isProtected(protected []string, p string) bool {
 	for _, q := range protected {
-		if within(q, p) {
+		if p == q || q == string(filepath.Separator) ||
+			len(p) > len(q) && p[len(q)] == filepath.Separator && strings.HasPrefix(p, q) {
 			return true
 		}
 	}

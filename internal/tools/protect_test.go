@@ -127,3 +127,22 @@ func fakeRipgrep(t *testing.T) func() (string, error) {
 	}
 	return func() (string, error) { return rg, nil }
 }
+
+func TestIsProtected(t *testing.T) {
+	protected := []string{"/home/u/.config/Maka", "/run/maka/control"}
+	for p, want := range map[string]bool{
+		"/home/u/.config/Maka":                  true,
+		"/home/u/.config/Maka/credentials.json": true,
+		"/home/u/.config/Maka2/x":               false,
+		"/home/u/.config":                       false,
+		"/run/maka/control/sock":                true,
+		"/run/maka/controller":                  false,
+	} {
+		if got := isProtected(protected, p); got != want {
+			t.Errorf("isProtected(%s) = %v, want %v", p, got, want)
+		}
+	}
+	if !isProtected([]string{"/"}, "/etc") {
+		t.Error("a protected root does not cover /etc")
+	}
+}
