@@ -31,27 +31,23 @@ const redactRounds = 4
 
 var (
 	privateKeyBlock = regexp.MustCompile(`(?s)-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\z)`)
-	// tokenPatterns are credentials recognised by their form; each starts
-	// at a word boundary.
-	tokenPatterns = []*regexp.Regexp{
-		regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}`),
-		regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}`),
-		regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,}`),
-		regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{22,}`),
-		regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}`),
-		regexp.MustCompile(`\bAKIA[0-9A-Z]{16}`),
-		regexp.MustCompile(`(?i)\bbearer\s+[A-Za-z0-9._~+/-]{20,}=*`),
+	// tokenRules are credentials recognised by their form; each starts at
+	// a word boundary.
+	tokenRules = []tokenRule{
+		{prefix: "sk-", re: regexp.MustCompile(`^sk-[A-Za-z0-9_-]{16,}`)},
+		{prefix: "AIza", re: regexp.MustCompile(`^AIza[0-9A-Za-z_-]{35}`)},
+		{prefix: "gh", re: regexp.MustCompile(`^gh[pousr]_[A-Za-z0-9]{20,}`)},
+		{prefix: "github_pat_", re: regexp.MustCompile(`^github_pat_[A-Za-z0-9_]{22,}`)},
+		{prefix: "xox", re: regexp.MustCompile(`^xox[abprs]-[A-Za-z0-9-]{10,}`)},
+		{prefix: "AKIA", re: regexp.MustCompile(`^AKIA[0-9A-Z]{16}`)},
+		{prefix: "bearer", fold: true, re: regexp.MustCompile(`^(?i)bearer\s+[A-Za-z0-9._~+/-]{20,}=*`)},
 	}
-	// tokenPrefixes are the literals one of tokenPatterns needs, in lower
-	// case: a text holding none of them skips the patterns.
-	tokenPrefixes = []string{"sk-", "aiza", "gh", "github_pat_", "xox", "akia", "bearer"}
-	hexRun        = regexp.MustCompile(`[0-9a-fA-F]{40,}`)
-	// credentialValue is a credential assignment: the key (group 1), an
-	// optional closing quote of the key (2), ':' or '=' (3), an optional
-	// opening quote of the value (4) and the value (5). It never crosses a
-	// line, so it only runs on lines that mention one of credentialWords.
-	credentialValue = regexp.MustCompile(`(?i)((?:api|secret|access|private)[_-]?key|(?:access|auth|refresh|session)[_-]?token|client[_-]?secret|password|passwd)(["']?)[ \t]*([:=])[ \t]*(["']?)([^\s"'&,;]{4,})`)
-	credentialWords = []string{"key", "token", "secret", "passw"}
+	// credentialValue is a credential assignment in lower case, anchored:
+	// the key (group 1), an optional closing quote of the key (2), ':' or
+	// '=' (3), an optional opening quote of the value (4) and the value
+	// (5). It never crosses a line.
+	credentialValue = regexp.MustCompile(`^((?:api|secret|access|private)[_-]?key|(?:access|auth|refresh|session)[_-]?token|client[_-]?secret|password|passwd)(["']?)[ \t]*([:=])[ \t]*(["']?)([^\s"'&,;]{4,})`)
+	credentialWords = [4]string{"key", "token", "secret", "passw"}
 )
 
 // knownSecrets is the source installed by SetKnownSecrets.
@@ -93,17 +89,61 @@ func redactOnce(s string) string {
 	if strings.Contains(s, "PRIVATE KEY-----") {
 		s = privateKeyBlock.ReplaceAllString(s, protocol.RedactedMarker)
 	}
-	lower := asciiLower(s)
-	s = redactCredentialValues(s, lower)
-	for _, p := range tokenPrefixes {
-		if strings.Contains(lower, p) {
-			for _, re := range tokenPatterns {
-				s = re.ReplaceAllString(s, protocol.RedactedMarker)
-			}
-			break
-		}
+	s = redactCredentialValues(s, asciiLower(s))
+	for _, r := range tokenRules {
+		s = r.redact(s)
 	}
 	return redactHexRuns(s)
+}
+
+// tokenRule is a credential recognised by its form: a match of re (which
+// is anchored) that starts with prefix at a word boundary. Matches are
+// found by searching for prefix, so that text without it costs one
+// strings.Index, and a prefix inside a word costs nothing more.
+type tokenRule struct {
+	prefix string
+	fold   bool // prefix (lower case) and re ignore ASCII case
+	re     *regexp.Regexp
+}
+
+// redact masks the matches of r in s.
+func (r tokenRule) redact(s string) string {
+	hay := s
+	if r.fold {
+		hay = asciiLower(s)
+	}
+	var b strings.Builder
+	copied := 0
+	for pos := 0; pos < len(s); {
+		i := strings.Index(hay[pos:], r.prefix)
+		if i < 0 {
+			break
+		}
+		start := pos + i
+		pos = start + 1
+		if start > 0 && isWordByte(s[start-1]) {
+			continue
+		}
+		m := r.re.FindStringIndex(s[start:])
+		if m == nil {
+			continue
+		}
+		b.WriteString(s[copied:start])
+		b.WriteString(protocol.RedactedMarker)
+		copied = start + m[1]
+		pos = copied
+	}
+	if copied == 0 {
+		return s
+	}
+	b.WriteString(s[copied:])
+	return b.String()
+}
+
+// isWordByte reports whether c is an ASCII word character, as regexp's
+// \b counts them.
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
 }
 
 // redactKnown masks the known secret values that occur in s, longest
@@ -131,25 +171,33 @@ func redactKnown(s string) string {
 // redactHexRuns masks runs of 40 or more hex digits, except git object
 // ids: runs of exactly 40 or 64 lower-case hex digits.
 func redactHexRuns(s string) string {
-	locs := hexRun.FindAllStringIndex(s, -1)
-	if locs == nil {
-		return s
-	}
 	var b strings.Builder
-	last := 0
-	for _, l := range locs {
-		if isObjectID(s[l[0]:l[1]]) {
+	copied := 0
+	for i := 0; i < len(s); {
+		if !isHexByte(s[i]) {
+			i++
 			continue
 		}
-		b.WriteString(s[last:l[0]])
-		b.WriteString(protocol.RedactedMarker)
-		last = l[1]
+		j := i + 1
+		for j < len(s) && isHexByte(s[j]) {
+			j++
+		}
+		if j-i >= 40 && !isObjectID(s[i:j]) {
+			b.WriteString(s[copied:i])
+			b.WriteString(protocol.RedactedMarker)
+			copied = j
+		}
+		i = j
 	}
-	if last == 0 {
+	if copied == 0 {
 		return s
 	}
-	b.WriteString(s[last:])
+	b.WriteString(s[copied:])
 	return b.String()
+}
+
+func isHexByte(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
 
 // isObjectID reports whether h, a run of hex digits, is a git object id
@@ -161,75 +209,87 @@ func isObjectID(h string) bool {
 	return strings.IndexFunc(h, func(r rune) bool { return r >= 'A' && r <= 'F' }) < 0
 }
 
-// redactCredentialValues masks the values of credential assignments,
-// running the pattern only on the lines that can hold one. lower is s in
-// ASCII lower case.
+// credentialKeyStarts are the words a credential key of credentialValue
+// starts with.
+var credentialKeyStarts = []string{"api", "secret", "access", "private", "auth", "refresh", "session", "client", "passw"}
+
+// startsCredentialKey reports whether s starts with one of
+// credentialKeyStarts.
+func startsCredentialKey(s string) bool {
+	for _, w := range credentialKeyStarts {
+		if strings.HasPrefix(s, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// credentialReach is how far before one of credentialWords a credential
+// key can start ("private_" of "private_key").
+const credentialReach = 8
+
+// redactCredentialValues masks the values of credential assignments; lower
+// is s in ASCII lower case, which the pattern runs on. The pattern is only
+// tried, anchored, just before each occurrence of one of credentialWords.
+// A match counts when its key is a whole key (see isCredentialKey) and its
+// value is a secret: any value of '=' or of a quoted ':' form, else a value
+// that looks like one (see looksSecret).
 func redactCredentialValues(s, lower string) string {
 	var b strings.Builder
 	copied := 0 // s[:copied] is already in b
+	// at[i] is the next offset of credentialWords[i] at or after pos
+	// (-1: none left), so that each word is searched for once per hit.
+	var at [len(credentialWords)]int
+	for i, w := range credentialWords {
+		at[i] = strings.Index(lower, w)
+	}
 	for pos := 0; pos < len(s); {
 		next := -1
-		for _, w := range credentialWords {
-			if i := strings.Index(lower[pos:], w); i >= 0 && (next < 0 || pos+i < next) {
-				next = pos + i
+		for i, w := range credentialWords {
+			if at[i] >= 0 && at[i] < pos {
+				if j := strings.Index(lower[pos:], w); j >= 0 {
+					at[i] = pos + j
+				} else {
+					at[i] = -1
+				}
+			}
+			if at[i] >= 0 && (next < 0 || at[i] < next) {
+				next = at[i]
 			}
 		}
 		if next < 0 {
 			break
 		}
-		start := max(strings.LastIndexByte(s[:next], '\n')+1, pos)
-		end := len(s)
-		if nl := strings.IndexByte(s[next:], '\n'); nl >= 0 {
-			end = next + nl
+		pos = next + 1
+		for k := max(next-credentialReach, copied); k <= next; k++ {
+			if !startsCredentialKey(lower[k:]) || !isCredentialKey(s, k) {
+				continue
+			}
+			m := credentialValue.FindStringSubmatchIndex(lower[k:])
+			if m == nil {
+				continue
+			}
+			for i := range m {
+				if m[i] >= 0 {
+					m[i] += k
+				}
+			}
+			sep, quoted := s[m[6]:m[7]], m[9] > m[8]
+			valStart, valEnd := m[10], m[11]
+			val := s[valStart:valEnd]
+			if val == protocol.RedactedMarker || (sep == ":" && !quoted && !looksSecret(val)) {
+				continue
+			}
+			b.WriteString(s[copied:valStart])
+			b.WriteString(protocol.RedactedMarker)
+			copied, pos = valEnd, valEnd
+			break
 		}
-		line := s[start:end]
-		if masked := redactCredentialLine(line); masked != line {
-			b.WriteString(s[copied:start])
-			b.WriteString(masked)
-			copied = end
-		}
-		pos = end
 	}
 	if copied == 0 {
 		return s
 	}
 	b.WriteString(s[copied:])
-	return b.String()
-}
-
-// redactCredentialLine masks the credential values of one line. A match
-// counts when its key is a whole key (see isCredentialKey) and its value
-// is a secret: any value of '=' or of a quoted ':' form, else a value that
-// looks like one (see looksSecret).
-func redactCredentialLine(line string) string {
-	var b strings.Builder
-	copied := 0
-	for pos := 0; pos < len(line); {
-		m := credentialValue.FindStringSubmatchIndex(line[pos:])
-		if m == nil {
-			break
-		}
-		for i := range m {
-			m[i] += pos
-		}
-		keyStart, keyEnd := m[2], m[3]
-		sep, quoted := line[m[6]:m[7]], m[9] > m[8]
-		valStart, valEnd := m[10], m[11]
-		val := line[valStart:valEnd]
-		if !isCredentialKey(line, keyStart) || val == protocol.RedactedMarker ||
-			(sep == ":" && !quoted && !looksSecret(val)) {
-			// The value may hold an assignment of its own.
-			pos = keyEnd
-			continue
-		}
-		b.WriteString(line[copied:valStart])
-		b.WriteString(protocol.RedactedMarker)
-		copied, pos = valEnd, valEnd
-	}
-	if copied == 0 {
-		return line
-	}
-	b.WriteString(line[copied:])
 	return b.String()
 }
 
@@ -239,7 +299,7 @@ func redactCredentialLine(line string) string {
 // part (after '_', '-', '.' or a camelCase boundary).
 func isCredentialKey(line string, i int) bool {
 	start := i
-	for start > 0 && isKeyByte(line[start-1]) {
+	for start > 0 && i-start < maxKeyLen && isKeyByte(line[start-1]) {
 		start--
 	}
 	if start > 0 && (line[start-1] == '/' || line[start-1] == '\\') {
@@ -256,6 +316,10 @@ func isCredentialKey(line string, i int) bool {
 	}
 	return false
 }
+
+// maxKeyLen bounds how far isCredentialKey looks back for the start of a
+// key; a longer identifier counts as a key.
+const maxKeyLen = 256
 
 func isKeyByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.'
