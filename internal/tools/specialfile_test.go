@@ -59,11 +59,18 @@ func runAtPipe(t *testing.T, tool Tool, env Env, fifo string, args any) Result {
 	case <-ctx.Done():
 	}
 	t.Errorf("%s %s did not return: it is blocked on the named pipe", tool.Name(), raw)
-	if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+	if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
 		_ = w.Close()
 	}
-	o := <-done
-	return o.r
+	after, cancelAfter := context.WithTimeout(t.Context(), specialTimeout)
+	defer cancelAfter()
+	select {
+	case o := <-done:
+		return o.r
+	case <-after.Done():
+		t.Fatalf("%s %s is still blocked after the named pipe was opened for writing", tool.Name(), raw)
+		return Result{}
+	}
 }
 
 func mustJSON(t *testing.T, args any) []byte {
