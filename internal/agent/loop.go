@@ -85,6 +85,9 @@ type Turn struct {
 	// Now and NewID default to time.Now and random UUIDs.
 	Now   func() time.Time
 	NewID func() string
+	// Abandoned tracks the tool calls the turn abandoned at a stop until
+	// they return (nil: the tracker WaitAbandoned waits for).
+	Abandoned *Abandoned
 }
 
 // Run runs one turn to its outcome. It returns when the turn ended: a step

@@ -50,6 +50,14 @@ func (r *runner) settle(ctx context.Context, stepID string, call model.ToolCall)
 	return res, nil
 }
 
+// abandoned is the tracker of the turn's abandoned calls.
+func (r *runner) abandoned() *Abandoned {
+	if r.t.Abandoned != nil {
+		return r.t.Abandoned
+	}
+	return &defaultAbandoned
+}
+
 func (r *runner) lookup(name string) (tools.Tool, bool) {
 	if r.t.Tools == nil {
 		return nil, false
@@ -77,24 +85,38 @@ func (r *runner) execute(ctx context.Context, tool tools.Tool, known bool, call 
 		return refusal
 	}
 	var seq atomic.Int64
+	cr := newCallRun(r.abandoned())
 	env := tools.Env{
 		SessionID: r.t.SessionID, RunID: r.t.RunID, TurnID: r.t.TurnID, ToolUseID: call.ID,
 		Workspace: r.t.Workspace, Protected: r.t.Protected,
 		Sandbox: sandbox.Policy{Mode: box, Workspace: r.t.Workspace, Hidden: r.t.Protected},
 		Output: func(stream, chunk string) {
-			ev := r.event(ToolOutputDelta)
-			ev.ToolUseID, ev.ToolName, ev.Stream, ev.Chunk = call.ID, tool.Name(), stream, chunk
-			ev.Seq = seq.Add(1)
-			_ = r.emit(ctx, ev) // live only
+			cr.output(func() {
+				ev := r.event(ToolOutputDelta)
+				ev.ToolUseID, ev.ToolName, ev.Stream, ev.Chunk = call.ID, tool.Name(), stream, tools.Redact(chunk)
+				ev.Seq = seq.Add(1)
+				_ = r.emit(ctx, ev) // live only
+			})
 		},
 	}
 	if qa, ok := r.t.Approver.(tools.QuestionAsker); ok {
 		env.Questions = qa
 	}
-	res, err := tool.Run(ctx, env, args)
-	if err != nil {
+	// A tool that ignores the stop does not hold the turn: after
+	// StopGrace its call is abandoned (and tracked until it returns).
+	cr.start(func() (tools.Result, error) { return tool.Run(ctx, env, args) })
+	out, ok := cr.wait(ctx)
+	res, err := out.res, out.err
+	switch {
+	case !ok:
+		res = tools.ErrorResult(fmt.Sprintf("%s did not stop within %g s of the turn being stopped; its result was discarded",
+			tool.Name(), StopGrace.Seconds()))
+	case err != nil:
 		res = tools.ErrorResult(fmt.Sprintf("%s failed: %v", tool.Name(), err))
 	}
+	// Whatever the tool, its result reaches the record and the model
+	// redacted.
+	res = tools.RedactResult(res)
 	r.gate.Record(tool.Name(), args, res.IsError)
 	return res
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/maka-agent/maka/internal/agent"
@@ -428,4 +431,90 @@ func TestLoopGate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEveryToolResultIsRedacted checks that the result of any tool, not
+// only Bash, reaches the record and the model with its secrets masked:
+// the model text, every string value of the content (which stays valid
+// JSON with its other values), and the content the model reads when a
+// tool gives no model text.
+func TestEveryToolResultIsRedacted(t *testing.T) {
+	t.Cleanup(func() { tools.SetKnownSecrets(nil) })
+	tools.SetKnownSecrets(func() []string { return []string{"vault-plain-value"} })
+	const key = "sk-abcdefghijklmnopqrstuvwx"
+	probe := &fakeTool{name: "Probe", run: func(_ context.Context, env tools.Env, args json.RawMessage) (tools.Result, error) {
+		env.Output("stdout", "progress "+key+"\n")
+		if strings.Contains(string(args), "bare") {
+			return tools.Result{Content: json.RawMessage(`{"kind":"json","value":{"token":"` + key + `"}}`)}, nil
+		}
+		return tools.Result{
+			Content:   json.RawMessage(`{"kind":"json","value":{"env":"OPENAI_API_KEY=` + key + `","n":12,"vault":["vault-plain-value"],"sha":"4b825dc642cb6eb9a060e54bf8d69288fbee4904"}}`),
+			ModelText: "env OPENAI_API_KEY=" + key + " and vault-plain-value",
+		}, nil
+	}}
+	p := newProvider(t, calls(callEv("c1", "Probe", `{}`), callEv("c2", "Probe", `{"bare":true}`)), say("done"))
+	sink := &recSink{}
+	out := runTurn(t, testCtx(t), agent.Turn{Provider: p, Prompt: "go", Tools: tools.NewRegistry(probe)}, sink)
+	wantOutcome(t, out, agent.StatusCompleted, agent.StopEndTurn)
+
+	results := sink.ofType(agent.ToolResult)
+	if len(results) != 2 {
+		t.Fatalf("tool results = %+v, want two", results)
+	}
+	// Results are recorded as the calls finish; c1's first.
+	slices.SortFunc(results, func(a, b agent.Event) int { return strings.Compare(a.ToolUseID, b.ToolUseID) })
+	msgs := p.requests()[1].Messages
+	for i, ev := range results {
+		res := ev.Result
+		if res.IsError {
+			t.Errorf("result %d became an error", i)
+		}
+		if !json.Valid(res.Content) {
+			t.Fatalf("result %d content is not JSON: %s", i, res.Content)
+		}
+		for _, shown := range []string{string(res.Content), res.ModelText, msgs[2+i].Text} {
+			if strings.Contains(shown, "abcdefghijklmnop") || strings.Contains(shown, "vault-plain-value") {
+				t.Errorf("result %d shows a secret: %s", i, shown)
+			}
+		}
+	}
+	if got, want := string(results[0].Result.Content),
+		`{"kind":"json","value":{"env":"OPENAI_API_KEY=[REDACTED]","n":12,"vault":["[REDACTED]"],"sha":"4b825dc642cb6eb9a060e54bf8d69288fbee4904"}}`; got != want {
+		t.Errorf("content = %s\nwant      %s", got, want)
+	}
+	if got, want := msgs[2].Text, "env OPENAI_API_KEY=[REDACTED] and [REDACTED]"; got != want {
+		t.Errorf("the model read %q, want %q", got, want)
+	}
+	if got, want := msgs[3].Text, `{"kind":"json","value":{"token":"[REDACTED]"}}`; got != want {
+		t.Errorf("the model read %q, want %q", got, want)
+	}
+	deltas := sink.ofType(agent.ToolOutputDelta)
+	if len(deltas) != 2 {
+		t.Fatalf("output deltas = %+v, want two", deltas)
+	}
+	for _, ev := range deltas {
+		if ev.Chunk != "progress [REDACTED]\n" {
+			t.Errorf("live output %q, want it redacted", ev.Chunk)
+		}
+	}
+}
+
+// TestReadOfANamedPipeDoesNotHoldTheTurn has the model Read a named pipe
+// in the workspace with the built-in tools: the call is refused at once
+// and the turn goes on to its answer.
+func TestReadOfANamedPipeDoesNotHoldTheTurn(t *testing.T) {
+	ws := t.TempDir()
+	fifo := filepath.Join(ws, "pipe")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Releases a Read blocked on the pipe, if any; never blocks.
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			_ = w.Close()
+		}
+	})
+	res, _ := settleOne(t, agent.Turn{Workspace: ws, Tools: tools.NewRegistry(tools.Builtins()...)},
+		callEv("c1", tools.NameRead, `{"path":"pipe"}`))
+	wantError(t, res, "Read pipe: not a regular file: it is a named pipe (FIFO)")
 }

@@ -132,3 +132,18 @@ func TestOverlongCommandIsRefusedNotTruncated(t *testing.T) {
 		t.Fatalf("review of an overlong command: %v", err)
 	}
 }
+
+// TestReviewTextPassesTheWireRedactor checks that review text stays
+// canonical for text the tool redactor keeps (a git object id, "sk-"
+// inside a word): the wire rules still apply to it.
+func TestReviewTextPassesTheWireRedactor(t *testing.T) {
+	for _, s := range []string{
+		"git show 4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+		"cat task-management-dashboard-service/README.md",
+	} {
+		got := reviewText(s, protocol.ReviewTextMaxBytes, true)
+		if !protocol.IsSafeReviewText(got) || protocol.RedactSecrets(got) != got {
+			t.Errorf("review text of %q = %q is not canonical", s, got)
+		}
+	}
+}

@@ -13,7 +13,9 @@ import (
 // is relative to the workspace; an absolute path is accepted when it lies
 // inside the workspace (or inside its resolved real path) and is then
 // treated as the equivalent relative path. After symlinks are resolved the
-// target must still lie inside the workspace's real path.
+// target must still lie inside the workspace's real path, and outside the
+// paths the host owns (Env.Protected), which count as outside the
+// workspace even when the workspace contains them.
 
 // location is a path argument resolved against the workspace.
 type location struct {
@@ -25,10 +27,46 @@ type location struct {
 	real string
 	// root is the realpath of the workspace.
 	root string
+	// protected are the host's paths (see protectedPaths).
+	protected []string
 }
 
 // errOutsideWorkspace reports a path that escapes the workspace.
 var errOutsideWorkspace = errors.New("path is outside the workspace")
+
+// errProtected reports a path the host owns.
+var errProtected = errors.New("path is outside the workspace: it belongs to the maka host and is not available to tools")
+
+// protectedPaths returns env.Protected as clean absolute paths, each
+// followed by its realpath when it exists and differs, so that a path is
+// recognised whichever way a link leads to it.
+func protectedPaths(env Env) []string {
+	var out []string
+	for _, p := range env.Protected {
+		if p == "" || !filepath.IsAbs(p) {
+			continue
+		}
+		p = filepath.Clean(p)
+		out = append(out, p)
+		if real, err := filepath.EvalSymlinks(p); err == nil && real != p {
+			out = append(out, real)
+		}
+	}
+	return out
+}
+
+// isProtected reports whether p (clean, absolute) is one of protected or
+// lies below one. It runs for every entry of a walk, so it compares
+// strings rather than computing relative paths.
+func isProtected(protected []string, p string) bool {
+	for _, q := range protected {
+		if p == q || q == string(filepath.Separator) ||
+			len(p) > len(q) && p[len(q)] == filepath.Separator && strings.HasPrefix(p, q) {
+			return true
+		}
+	}
+	return false
+}
 
 // workspaceRoot returns the realpath of env.Workspace.
 func workspaceRoot(env Env) (string, error) {
@@ -92,6 +130,10 @@ func resolveExisting(env Env, p string) (location, error) {
 	if err != nil {
 		return location{}, err
 	}
+	protected := protectedPaths(env)
+	if isProtected(protected, filepath.Join(root, rel)) || isProtected(protected, filepath.Join(filepath.Clean(env.Workspace), rel)) {
+		return location{}, errProtected
+	}
 	real, err := filepath.EvalSymlinks(filepath.Join(root, rel))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -102,7 +144,10 @@ func resolveExisting(env Env, p string) (location, error) {
 	if !within(root, real) {
 		return location{}, errOutsideWorkspace
 	}
-	return location{rel: filepath.ToSlash(rel), real: real, root: root}, nil
+	if isProtected(protected, real) {
+		return location{}, errProtected
+	}
+	return location{rel: filepath.ToSlash(rel), real: real, root: root, protected: protected}, nil
 }
 
 // resolveForWrite resolves a path argument naming a file to create or
@@ -122,15 +167,27 @@ func resolveForWrite(env Env, p string) (location, error) {
 	if rel == "." {
 		return location{}, errors.New("path names the workspace directory, not a file")
 	}
+	protected := protectedPaths(env)
 	abs := filepath.Join(root, rel)
+	if isProtected(protected, abs) || isProtected(protected, filepath.Join(filepath.Clean(env.Workspace), rel)) {
+		return location{}, errProtected
+	}
 	parent := filepath.Dir(abs)
-	// The deepest existing ancestor must resolve inside the workspace
-	// before anything is created under it.
+	// The deepest existing ancestor must resolve inside the workspace, and
+	// what would be created under it outside the host's paths, before
+	// anything is created.
 	for dir := parent; ; dir = filepath.Dir(dir) {
 		real, err := filepath.EvalSymlinks(dir)
 		if err == nil {
 			if !within(root, real) {
 				return location{}, errOutsideWorkspace
+			}
+			rest, err := filepath.Rel(dir, abs)
+			if err != nil {
+				return location{}, err
+			}
+			if isProtected(protected, filepath.Join(real, rest)) {
+				return location{}, errProtected
 			}
 			break
 		}
@@ -149,6 +206,9 @@ func resolveForWrite(env Env, p string) (location, error) {
 		return location{}, errOutsideWorkspace
 	}
 	target := filepath.Join(realParent, filepath.Base(abs))
+	if isProtected(protected, target) {
+		return location{}, errProtected
+	}
 	if fi, err := os.Lstat(target); err == nil {
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			resolved, err := filepath.EvalSymlinks(target)
@@ -158,6 +218,9 @@ func resolveForWrite(env Env, p string) (location, error) {
 			if !within(root, resolved) {
 				return location{}, errOutsideWorkspace
 			}
+			if isProtected(protected, resolved) {
+				return location{}, errProtected
+			}
 			target = resolved
 			if fi, err = os.Stat(target); err != nil {
 				return location{}, err
@@ -166,6 +229,9 @@ func resolveForWrite(env Env, p string) (location, error) {
 		if fi.IsDir() {
 			return location{}, fmt.Errorf("path is a directory: %s", filepath.ToSlash(rel))
 		}
+		if err := checkRegular(fi.Mode()); err != nil {
+			return location{}, err
+		}
 	}
-	return location{rel: filepath.ToSlash(rel), real: target, root: root}, nil
+	return location{rel: filepath.ToSlash(rel), real: target, root: root, protected: protected}, nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 )
 
@@ -89,19 +88,14 @@ func (editTool) Run(ctx context.Context, env Env, raw json.RawMessage) (Result, 
 	}
 	unlock := lockPath(loc.real)
 	defer unlock()
-	fi, err := os.Stat(loc.real)
-	if err != nil {
+	data, tooLarge, err := readRegular(ctx, loc.real, EditMaxFileBytes)
+	switch {
+	case ctx.Err() != nil:
+		return ErrorResult("Edit aborted"), nil
+	case err != nil:
 		return ErrorResult(fmt.Sprintf("Edit %s: %v", loc.rel, err)), nil
-	}
-	if fi.IsDir() {
-		return ErrorResult(fmt.Sprintf("Edit %s: is a directory", loc.rel)), nil
-	}
-	if fi.Size() > EditMaxFileBytes {
-		return ErrorResult(fmt.Sprintf("Edit %s: file is too large to edit (%d bytes, limit %d)", loc.rel, fi.Size(), EditMaxFileBytes)), nil
-	}
-	data, err := os.ReadFile(loc.real)
-	if err != nil {
-		return ErrorResult(fmt.Sprintf("Edit %s: %v", loc.rel, err)), nil
+	case tooLarge:
+		return ErrorResult(fmt.Sprintf("Edit %s: file is too large to edit (limit %d bytes)", loc.rel, EditMaxFileBytes)), nil
 	}
 	if isBinary(data) {
 		return ErrorResult(fmt.Sprintf("Edit %s: binary file", loc.rel)), nil

@@ -2,15 +2,127 @@ package tools
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 )
 
 // binarySniffLen is how much of a file is inspected for NUL bytes.
 const binarySniffLen = 8 << 10
+
+// FileScanMaxBytes bounds how much of one file Read and Grep go through:
+// a file that keeps growing (or is larger) is read up to here.
+const FileScanMaxBytes = 16 << 20
+
+// errIsDir reports a directory where a file was expected.
+var errIsDir = errors.New("is a directory")
+
+// notRegularError reports a path that is neither a regular file nor a
+// directory: reading a named pipe or a device could block for ever or
+// never end, so file tools refuse them.
+type notRegularError struct{ mode fs.FileMode }
+
+func (e *notRegularError) Error() string {
+	what := "special file"
+	switch {
+	case e.mode&fs.ModeNamedPipe != 0:
+		what = "named pipe (FIFO)"
+	case e.mode&fs.ModeSocket != 0:
+		what = "socket"
+	case e.mode&fs.ModeCharDevice != 0:
+		what = "character device"
+	case e.mode&fs.ModeDevice != 0:
+		what = "device"
+	case e.mode&fs.ModeSymlink != 0:
+		what = "symlink"
+	}
+	return fmt.Sprintf("not a regular file: it is a %s", what)
+}
+
+// checkRegular returns nil for a regular file's mode, errIsDir for a
+// directory and a *notRegularError for anything else.
+func checkRegular(mode fs.FileMode) error {
+	switch {
+	case mode.IsRegular():
+		return nil
+	case mode.IsDir():
+		return errIsDir
+	}
+	return &notRegularError{mode: mode}
+}
+
+// openRegular opens path, a resolved real path, for reading when it is a
+// regular file. Its type is checked before the open, so a named pipe or
+// a device is never opened; the open itself does not block (O_NONBLOCK)
+// and does not follow a symlink swapped in for the last component
+// (O_NOFOLLOW), and the opened file's type is checked again, so a file
+// swapped in between the check and the open is refused too.
+func openRegular(path string) (*os.File, fs.FileInfo, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkRegular(fi.Mode()); err != nil {
+		return nil, nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, nil, &notRegularError{mode: fs.ModeSymlink}
+		}
+		return nil, nil, err
+	}
+	fi, err = f.Stat()
+	if err == nil {
+		err = checkRegular(fi.Mode())
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// ctxReader reads r until ctx ends; a read after that fails with the
+// context's error.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// readRegular reads the whole of the regular file at path, at most max
+// bytes: a larger file fails with tooLarge set.
+func readRegular(ctx context.Context, path string, max int64) (data []byte, tooLarge bool, err error) {
+	f, fi, err := openRegular(path)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	if fi.Size() > max {
+		return nil, true, nil
+	}
+	data, err = io.ReadAll(io.LimitReader(ctxReader{ctx: ctx, r: f}, max+1))
+	if err != nil {
+		return nil, false, err
+	}
+	if int64(len(data)) > max {
+		return nil, true, nil
+	}
+	return data, false, nil
+}
 
 // pathLocks serialises writers of the same file across sessions. Entries
 // are reference counted and removed when no caller holds or waits for them,
@@ -104,19 +216,4 @@ func isBinary(data []byte) bool {
 		data = data[:binarySniffLen]
 	}
 	return bytes.IndexByte(data, 0) >= 0
-}
-
-// sniffBinary reports whether the file at path looks binary.
-func sniffBinary(path string) (bool, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	buf := make([]byte, binarySniffLen)
-	n, err := io.ReadFull(f, buf)
-	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
-		return false, err
-	}
-	return isBinary(buf[:n]), nil
 }

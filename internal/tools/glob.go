@@ -82,7 +82,7 @@ func (globTool) Run(ctx context.Context, env Env, raw json.RawMessage) (Result, 
 	if fi, err := os.Stat(base.real); err != nil || !fi.IsDir() {
 		return ErrorResult(fmt.Sprintf("Glob: cwd %s is not a directory", base.rel)), nil
 	}
-	w := &globWalker{ctx: ctx, root: base.root, pat: pat, prefix: base.rel, visited: map[string]bool{}}
+	w := &globWalker{ctx: ctx, root: base.root, protected: base.protected, pat: pat, prefix: base.rel, visited: map[string]bool{}}
 	err = w.walk(base.real, nil)
 	if err != nil && !errors.Is(err, errWalkLimit) {
 		if ctx.Err() != nil {
@@ -114,15 +114,17 @@ func (globTool) Run(ctx context.Context, env Env, raw json.RawMessage) (Result, 
 // globWalker walks a directory tree collecting files that match. Symlinked
 // directories are followed when their target lies inside the workspace and
 // is not a directory the walk is already inside of, which breaks symlink
-// loops; globMaxVisits bounds the rest.
+// loops; globMaxVisits bounds the rest. The host's paths are neither
+// listed nor entered.
 type globWalker struct {
-	ctx     context.Context
-	root    string // workspace realpath
-	pat     *globPattern
-	prefix  string          // workspace-relative path of the search directory
-	visited map[string]bool // real paths of the directories being walked
-	visits  int
-	matches []string
+	ctx       context.Context
+	root      string   // workspace realpath
+	protected []string // the host's paths
+	pat       *globPattern
+	prefix    string          // workspace-relative path of the search directory
+	visited   map[string]bool // real paths of the directories being walked
+	visits    int
+	matches   []string
 }
 
 func (w *globWalker) walk(dir string, segs []string) error {
@@ -161,6 +163,9 @@ func (w *globWalker) walk(dir string, segs []string) error {
 				continue
 			}
 			full, isDir = target, fi.IsDir()
+		}
+		if isProtected(w.protected, full) {
+			continue
 		}
 		if isDir {
 			if w.pat.mayMatchBelow(child) {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -101,8 +102,17 @@ func (t grepTool) Run(ctx context.Context, env Env, raw json.RawMessage) (Result
 	if err != nil {
 		return ErrorResult(fmt.Sprintf("Grep: path %s: %v", where, err)), nil
 	}
+	// A single file must be a regular one: ripgrep, like the Go search,
+	// would block on a named pipe given as the path.
+	if fi, err := os.Stat(loc.real); err != nil {
+		return ErrorResult(fmt.Sprintf("Grep: path %s: %v", loc.rel, err)), nil
+	} else if err := checkRegular(fi.Mode()); err != nil && !errors.Is(err, errIsDir) {
+		return ErrorResult(fmt.Sprintf("Grep: path %s: %v", loc.rel, err)), nil
+	}
 	var v grepValue
-	if rg, lookErr := t.rgPath(); lookErr == nil {
+	// ripgrep cannot be told to leave the host's paths alone; a search
+	// whose tree holds one uses the Go walk, which skips them.
+	if rg, lookErr := t.rgPath(); lookErr == nil && !holdsProtected(loc) {
 		v, err = grepRipgrep(ctx, rg, loc, *a.Pattern, glob)
 	} else {
 		v, err = grepFallback(ctx, loc, *a.Pattern, glob)
@@ -130,6 +140,17 @@ func (t grepTool) rgPath() (string, error) {
 		return "", exec.ErrNotFound
 	}
 	return t.lookRG()
+}
+
+// holdsProtected reports whether one of the host's paths lies inside the
+// search location loc.
+func holdsProtected(loc location) bool {
+	for _, p := range loc.protected {
+		if within(loc.real, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // grepRipgrep runs rg in the workspace and parses its "file:line:text"
@@ -246,7 +267,7 @@ func (f *grepFilter) accept(rel string) bool {
 
 // grepFallback searches with Go regular expressions: a file, or a
 // directory walked in lexical order without following symlinks, skipping
-// .git and binary files.
+// .git, the host's paths and binary files.
 func grepFallback(ctx context.Context, loc location, pattern, glob string) (grepValue, error) {
 	re, err := regexp.Compile(pattern)
 	if err != nil {
@@ -262,7 +283,11 @@ func grepFallback(ctx context.Context, loc location, pattern, glob string) (grep
 		return grepValue{}, err
 	}
 	if !fi.IsDir() {
-		if err := grepFile(re, loc.real, loc.rel, &v); err != nil && !errors.Is(err, errEnoughMatches) {
+		err := grepFile(ctx, re, loc.real, loc.rel, &v)
+		switch {
+		case ctx.Err() != nil:
+			return grepValue{}, errors.New("aborted")
+		case err != nil && !errors.Is(err, errEnoughMatches):
 			return grepValue{}, err
 		}
 		return v, nil
@@ -279,6 +304,12 @@ func grepFallback(ctx context.Context, loc location, pattern, glob string) (grep
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+		}
+		if isProtected(loc.protected, p) {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
 		}
 		if d.IsDir() {
 			if d.Name() == ".git" && p != loc.real {
@@ -297,7 +328,7 @@ func grepFallback(ctx context.Context, loc location, pattern, glob string) (grep
 		if !filter.accept(rel) {
 			return nil
 		}
-		return grepFile(re, p, path.Join(loc.rel, rel), &v)
+		return grepFile(ctx, re, p, path.Join(loc.rel, rel), &v)
 	})
 	switch {
 	case errors.Is(err, errEnoughMatches):
@@ -310,15 +341,16 @@ func grepFallback(ctx context.Context, loc location, pattern, glob string) (grep
 }
 
 // grepFile appends the matching lines of one file to v, at most
-// GrepMaxPerFile; it returns errEnoughMatches once v is full. Unreadable
-// and binary files are skipped.
-func grepFile(re *regexp.Regexp, file, display string, v *grepValue) error {
-	f, err := os.Open(file)
+// GrepMaxPerFile, searching its first FileScanMaxBytes; it returns
+// errEnoughMatches once v is full and ctx's error once ctx ended.
+// Unreadable, binary and non-regular files are skipped.
+func grepFile(ctx context.Context, re *regexp.Regexp, file, display string, v *grepValue) error {
+	f, _, err := openRegular(file)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 64<<10)
+	br := bufio.NewReaderSize(ctxReader{ctx: ctx, r: io.LimitReader(f, FileScanMaxBytes)}, 64<<10)
 	if head, _ := br.Peek(binarySniffLen); isBinary(head) {
 		return nil
 	}
@@ -326,7 +358,7 @@ func grepFile(re *regexp.Regexp, file, display string, v *grepValue) error {
 	for n := 1; ; n++ {
 		line, err := readLine(br, grepMaxScanLine)
 		if line == "" && err != nil {
-			return nil
+			return ctx.Err()
 		}
 		line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
 		if re.MatchString(line) {
@@ -340,7 +372,7 @@ func grepFile(re *regexp.Regexp, file, display string, v *grepValue) error {
 			}
 		}
 		if err != nil {
-			return nil
+			return ctx.Err()
 		}
 	}
 }

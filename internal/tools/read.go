@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 )
 
@@ -80,29 +79,50 @@ func (t readTool) Run(ctx context.Context, env Env, raw json.RawMessage) (Result
 	if err != nil {
 		return ErrorResult(fmt.Sprintf("Read %s: %v", *a.Path, err)), nil
 	}
-	f, err := os.Open(loc.real)
+	f, _, err := openRegular(loc.real)
+	if errors.Is(err, errIsDir) {
+		return ErrorResult(fmt.Sprintf("Read %s: is a directory (use Glob to list files)", loc.rel)), nil
+	}
 	if err != nil {
 		return ErrorResult(fmt.Sprintf("Read %s: %v", loc.rel, err)), nil
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return ErrorResult(fmt.Sprintf("Read %s: %v", loc.rel, err)), nil
-	} else if fi.IsDir() {
-		return ErrorResult(fmt.Sprintf("Read %s: is a directory (use Glob to list files)", loc.rel)), nil
-	}
-	br := bufio.NewReaderSize(f, 64<<10)
+	lr := &io.LimitedReader{R: f, N: FileScanMaxBytes}
+	br := bufio.NewReaderSize(ctxReader{ctx: ctx, r: lr}, 64<<10)
 	if head, _ := br.Peek(binarySniffLen); isBinary(head) {
 		return ErrorResult(fmt.Sprintf("Read %s: binary file", loc.rel)), nil
 	}
 	text, err := readLines(br, offset, limit)
+	if ctx.Err() != nil {
+		return ErrorResult("Read aborted"), nil
+	}
+	capped := lr.N == 0 && br.Buffered() == 0
+	var past *pastEndError
+	if errors.As(err, &past) && capped {
+		return ErrorResult(fmt.Sprintf("Read %s: offset %d is past the first %d MiB of the file (%d lines), which is as far as Read goes",
+			loc.rel, past.offset, FileScanMaxBytes>>20, past.lines)), nil
+	}
 	if err != nil {
 		return ErrorResult(fmt.Sprintf("Read %s: %v", loc.rel, err)), nil
+	}
+	if capped {
+		if text != "" && !strings.HasSuffix(text, "\n") {
+			text += "\n"
+		}
+		text += fmt.Sprintf("[Read goes through the first %d MiB of a file only]", FileScanMaxBytes>>20)
 	}
 	r := TextResult(text)
 	if text == "" {
 		r.ModelText = "(empty file)"
 	}
 	return r, nil
+}
+
+// pastEndError reports an offset past the last line read.
+type pastEndError struct{ offset, lines int }
+
+func (e *pastEndError) Error() string {
+	return fmt.Sprintf("offset %d is past the end of the file (%d lines)", e.offset, e.lines)
 }
 
 // readLines returns lines [offset, offset+limit) of r, each cut at
@@ -148,7 +168,7 @@ func readLines(r *bufio.Reader, offset, limit int) (string, error) {
 		}
 	}
 	if shown == 0 && offset > 0 && !more {
-		return "", fmt.Errorf("offset %d is past the end of the file (%d lines)", offset, line)
+		return "", &pastEndError{offset: offset, lines: line}
 	}
 	var notes []string
 	if cut > 0 {

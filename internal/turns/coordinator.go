@@ -116,6 +116,9 @@ type Coordinator struct {
 	baseCtx context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup // execution goroutines
+	// abandoned tracks the tool calls the turns abandoned at a stop
+	// until they return; Close waits for them.
+	abandoned agent.Abandoned
 
 	// histories keeps the sessions' replayed conversations.
 	histories historyCache
@@ -557,8 +560,9 @@ func (c *Coordinator) BeginDrain() {
 
 // Close stops every active root turn (they end cancelled with abortSource
 // host_shutdown), waits for their terminal transitions, and repeats until
-// none is left, or until ctx ends. It fails when a root is stuck with
-// accepted messages it could not hand on.
+// none is left, then waits for the tool calls the turns abandoned at a
+// stop, or until ctx ends. It fails when a root is stuck with accepted
+// messages it could not hand on.
 func (c *Coordinator) Close(ctx context.Context) error {
 	c.BeginDrain()
 	var stuck int
@@ -603,6 +607,9 @@ func (c *Coordinator) Close(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+	if err := c.abandoned.Wait(ctx); err != nil {
+		return fmt.Errorf("turns: %d tool calls abandoned at a stop are still running at shutdown: %w", c.abandoned.Running(), err)
 	}
 	if stuck > 0 {
 		return fmt.Errorf("turns: %d root turns keep accepted messages they could not hand on", stuck)

@@ -256,6 +256,7 @@ func (c *Coordinator) runAgent(ctx context.Context, rec *recorder, a admission, 
 		Provider: resolved.Provider, Model: resolved.Model, System: c.opts.System,
 		Tools: c.opts.Tools, Permissions: tools.NewEngine(policy),
 		MaxSteps: c.opts.MaxSteps, Step: c.opts.Step, Now: c.opts.Now, NewID: c.opts.NewID,
+		Abandoned: &c.abandoned,
 	}
 	if rec.interactions != nil {
 		turn.Approver = rec.interactions

@@ -117,11 +117,13 @@ type fixture struct {
 	closed bool
 	// contextWindow is the resolved model's context window (0: unknown).
 	contextWindow int64
+	// tools are registered after the built-in tools.
+	tools []tools.Tool
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T, extra ...tools.Tool) *fixture {
 	t.Helper()
-	f := &fixture{t: t, path: filepath.Join(t.TempDir(), "maka.db"), model: &provider{next: say("hello")}, resid: &residencies{}}
+	f := &fixture{t: t, path: filepath.Join(t.TempDir(), "maka.db"), model: &provider{next: say("hello")}, resid: &residencies{}, tools: extra}
 	f.open()
 	t.Cleanup(f.close)
 	return f
@@ -148,7 +150,7 @@ func (f *fixture) open() {
 		Resolve: func(context.Context, protocol.ModelTarget) (turns.Resolved, error) {
 			return turns.Resolved{Provider: f.model, Model: "test-model", ConnectionSlug: "test", ContextWindow: f.contextWindow}, nil
 		},
-		Tools: tools.NewRegistry(tools.Builtins()...),
+		Tools: tools.NewRegistry(append(tools.Builtins(), f.tools...)...),
 		Step:  model.StepOptions{MaxAttempts: 1},
 	})
 	f.turns = tc
