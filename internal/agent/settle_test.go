@@ -439,8 +439,7 @@ func TestLoopGate(t *testing.T) {
 // JSON with its other values), and the content the model reads when a
 // tool gives no model text.
 func TestEveryToolResultIsRedacted(t *testing.T) {
-	t.Cleanup(func() { tools.SetKnownSecrets(nil) })
-	tools.SetKnownSecrets(func() []string { return []string{"vault-plain-value"} })
+	t.Cleanup(tools.AddKnownSecrets(func() []string { return []string{"vault-plain-value"} }))
 	const key = "sk-abcdefghijklmnopqrstuvwx"
 	probe := &fakeTool{name: "Probe", run: func(_ context.Context, env tools.Env, args json.RawMessage) (tools.Result, error) {
 		env.Output("stdout", "progress "+key+"\n")

@@ -112,6 +112,18 @@ func (s *SecretFile) Get(l protocol.CredentialLocator) (string, bool) {
 	return v, ok
 }
 
+// Values returns every stored secret value, for the redactor of tool
+// results (tools.AddKnownSecrets).
+func (s *SecretFile) Values() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]string, 0, len(s.secrets))
+	for _, v := range s.secrets {
+		out = append(out, v)
+	}
+	return out
+}
+
 // snapshot returns a copy of the stored secrets.
 func (s *SecretFile) snapshot() map[string]string {
 	s.mu.RLock()

@@ -68,7 +68,9 @@ type Composition struct {
 	inter    *interactions.Coordinator
 	msgs     *messages.Coordinator
 	secrets  *config.SecretFile
-	handlers host.Handlers
+	// forgetSecrets stops tool results being redacted for this vault.
+	forgetSecrets func()
+	handlers      host.Handlers
 
 	scripted   model.Provider
 	httpClient *http.Client
@@ -180,6 +182,7 @@ func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts O
 			c.handlers[op] = h
 		}
 	}
+	c.forgetSecrets = tools.AddKnownSecrets(secrets.Values)
 	return c, nil
 }
 
@@ -258,6 +261,9 @@ func (c *Composition) Close(ctx context.Context) error {
 	err := c.turns.Close(ctx)
 	err = errors.Join(err, c.msgs.Close(ctx))
 	c.cont.Close()
+	if c.forgetSecrets != nil {
+		c.forgetSecrets()
+	}
 	return errors.Join(err, c.gate.Close(ctx), c.st.Close(ctx))
 }
 

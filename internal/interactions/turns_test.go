@@ -61,7 +61,7 @@ func (f *fixture) turnStatus(sessionID, turnID string) protocol.TurnStatus {
 
 func TestTurnApprovalAndQuestionThroughTheAgent(t *testing.T) {
 	m := &toolModel{results: make(chan []model.Message, 1), calls: []model.ToolCall{
-		call("tu-bash", "Bash", map[string]string{"command": "echo approved"}),
+		call("tu-bash", "Bash", map[string]string{"command": "echo approved | tee /dev/null"}),
 		call("tu-ask", "AskUserQuestion", map[string]any{"questions": []any{
 			map[string]any{"question": "Color?", "options": []any{map[string]any{"label": "red"}, map[string]any{"label": "blue"}}},
 		}}),

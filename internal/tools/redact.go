@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/maka-agent/maka/protocol"
@@ -50,24 +51,42 @@ var (
 	credentialWords = [4]string{"key", "token", "secret", "passw"}
 )
 
-// knownSecrets is the source installed by SetKnownSecrets.
-var knownSecrets atomic.Pointer[func() []string]
+// knownSecrets holds the sources added by AddKnownSecrets: the slice is
+// replaced, never changed, so Redact reads it without a lock.
+var (
+	knownMu      sync.Mutex
+	knownSecrets atomic.Pointer[[]*func() []string]
+)
 
-// SetKnownSecrets installs the source of exact secret values (the keys of
-// the credential vault) that Redact masks wherever they occur, besides
-// what it recognises by form. Values shorter than MinKnownSecretLen bytes
-// are ignored. secrets is called on every Redact, concurrently: it must be
-// cheap and safe for concurrent use. nil removes the source.
-func SetKnownSecrets(secrets func() []string) {
-	if secrets == nil {
-		knownSecrets.Store(nil)
-		return
+// AddKnownSecrets adds a source of exact secret values (the keys of a
+// credential vault) that Redact masks wherever they occur, besides what it
+// recognises by form, until the returned function removes it. Values
+// shorter than MinKnownSecretLen bytes are ignored. secrets is called on
+// every Redact, concurrently: it must be cheap and safe for concurrent
+// use. Every host of the process adds its own vault.
+func AddKnownSecrets(secrets func() []string) (remove func()) {
+	src := &secrets
+	knownMu.Lock()
+	defer knownMu.Unlock()
+	var cur []*func() []string
+	if p := knownSecrets.Load(); p != nil {
+		cur = *p
 	}
-	knownSecrets.Store(&secrets)
+	next := append(slices.Clip(cur), src)
+	knownSecrets.Store(&next)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			knownMu.Lock()
+			defer knownMu.Unlock()
+			next := slices.DeleteFunc(slices.Clone(*knownSecrets.Load()), func(p *func() []string) bool { return p == src })
+			knownSecrets.Store(&next)
+		})
+	}
 }
 
 // Redact masks secrets in s with "[REDACTED]": the known secret values
-// (SetKnownSecrets), provider API keys (sk-…), bearer tokens, AWS access
+// (AddKnownSecrets), provider API keys (sk-…), bearer tokens, AWS access
 // key ids (AKIA…), GitHub and Slack tokens, Google API keys, private key
 // blocks, runs of hex digits that are not git object ids (40 or 64 lower
 // case digits) and the values of credential assignments such as
@@ -149,14 +168,16 @@ func isWordByte(c byte) bool {
 // redactKnown masks the known secret values that occur in s, longest
 // first, so that a secret holding another is masked whole.
 func redactKnown(s string) string {
-	src := knownSecrets.Load()
-	if src == nil {
+	srcs := knownSecrets.Load()
+	if srcs == nil {
 		return s
 	}
 	var found []string
-	for _, v := range (*src)() {
-		if len(v) >= MinKnownSecretLen && !strings.Contains(v, protocol.RedactedMarker) && strings.Contains(s, v) {
-			found = append(found, v)
+	for _, src := range *srcs {
+		for _, v := range (*src)() {
+			if len(v) >= MinKnownSecretLen && !strings.Contains(v, protocol.RedactedMarker) && strings.Contains(s, v) {
+				found = append(found, v)
+			}
 		}
 	}
 	if len(found) > 1 {

@@ -87,13 +87,18 @@ func TestRedactKeepsOrdinaryText(t *testing.T) {
 // wherever they occur, whatever they look like, and that short ones are
 // not.
 func TestRedactKnownSecrets(t *testing.T) {
-	t.Cleanup(func() { SetKnownSecrets(nil) })
 	const key, longer = "plainwordsecret", "plainwordsecretplus"
 	in := "config holds plainwordsecret and plainwordsecretplus; short abc"
 	if got := Redact(in); got != in {
 		t.Fatalf("without known secrets Redact(%q) = %q", in, got)
 	}
-	SetKnownSecrets(func() []string { return []string{key, longer, "abc", ""} })
+	remove := AddKnownSecrets(func() []string { return []string{key, longer, "abc", ""} })
+	t.Cleanup(remove)
+	other := AddKnownSecrets(func() []string { return []string{"another-host-secret"} })
+	if got := Redact("x another-host-secret y"); got != "x [REDACTED] y" {
+		t.Errorf("a second host's vault: %q", got)
+	}
+	other()
 	got := Redact(in)
 	if want := "config holds [REDACTED] and [REDACTED]; short abc"; got != want {
 		t.Errorf("Redact(%q) = %q, want %q", in, got, want)
@@ -101,7 +106,7 @@ func TestRedactKnownSecrets(t *testing.T) {
 	if got := ErrorResult("failed: " + key).ModelText; got != "failed: [REDACTED]" {
 		t.Errorf("error result %q keeps the known secret", got)
 	}
-	SetKnownSecrets(nil)
+	remove()
 	if got := Redact(in); got != in {
 		t.Errorf("after removing the source Redact(%q) = %q", in, got)
 	}
@@ -141,8 +146,7 @@ func FuzzRedact(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	SetKnownSecrets(func() []string { return redactFuzzSecrets })
-	f.Cleanup(func() { SetKnownSecrets(nil) })
+	f.Cleanup(AddKnownSecrets(func() []string { return redactFuzzSecrets }))
 	f.Fuzz(func(t *testing.T, s string) {
 		got := Redact(s)
 		if again := Redact(got); again != got {

@@ -223,8 +223,8 @@ func containsWords(cmd, words string, prefix bool) bool {
 			return false
 		}
 		at, end := i+j, i+j+len(words)
-		before := at == 0 || cmd[at-1] == '/' || !isWordByte(cmd[at-1])
-		after := prefix || end == len(cmd) || !isWordByte(cmd[end])
+		before := at == 0 || cmd[at-1] == '/' || !isShellWordByte(cmd[at-1])
+		after := prefix || end == len(cmd) || !isShellWordByte(cmd[end])
 		if before && after {
 			return true
 		}
@@ -233,8 +233,8 @@ func containsWords(cmd, words string, prefix bool) bool {
 	return false
 }
 
-// isWordByte reports whether c continues a shell word.
-func isWordByte(c byte) bool {
+// isShellWordByte reports whether c continues a shell word.
+func isShellWordByte(c byte) bool {
 	return c == '_' || c == '-' || c == '.' || c == '/' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
 }
 
