@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
@@ -83,8 +84,10 @@ func helperArgs() (helperConfig, string, error) {
 // sessions and groups; it reaps them all and returns only when none is
 // left.
 func helperMain() int {
+	// Nothing but stdio reaches the command, whatever the host leaked.
 	unix.CloseOnExec(fdControl)
 	unix.CloseOnExec(fdStatus)
+	_ = unix.CloseRange(fdStatus+1, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
 	status := os.NewFile(fdStatus, "status")
 	ctrl := os.NewFile(fdControl, "control")
 	fail := func(err error) int {
@@ -255,6 +258,7 @@ func startShell(cfg helperConfig, command string) (int, error) {
 // (signal scoping then keeps the command from signalling the helper).
 func execMain() int {
 	unix.CloseOnExec(fdExecReport)
+	_ = unix.CloseRange(fdExecReport+1, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
 	report := os.NewFile(fdExecReport, "report")
 	cfg, command, err := helperArgs()
 	if err == nil {

@@ -178,8 +178,8 @@ func (h hiddenSet) above(p string) bool {
 // non-directories nothing more. Symlinks are skipped: Landlock checks the
 // object a path resolves to, which is carved where it lives.
 func carve(root string, dirAccess, fileAccess, ancestorAccess, ancestorFileAccess landlock.AccessFSSet, h hiddenSet, out *[]grant) {
-	var walk func(p string, fi os.FileInfo, depth int)
-	walk = func(p string, fi os.FileInfo, depth int) {
+	var walk func(p string, fi os.FileInfo)
+	walk = func(p string, fi os.FileInfo) {
 		switch {
 		case h.hides(p):
 			return
@@ -208,7 +208,7 @@ func carve(root string, dirAccess, fileAccess, ancestorAccess, ancestorFileAcces
 			}
 			switch {
 			case cfi.IsDir():
-				walk(child, cfi, depth+1)
+				walk(child, cfi)
 			case cfi.Mode().IsRegular():
 				if !h.hides(child) && ancestorFileAccess != 0 {
 					*out = append(*out, grant{child, ancestorFileAccess})
@@ -227,7 +227,7 @@ func carve(root string, dirAccess, fileAccess, ancestorAccess, ancestorFileAcces
 	if err != nil {
 		return
 	}
-	walk(root, fi, 0)
+	walk(root, fi)
 }
 
 // grants are the rules of a confined policy.

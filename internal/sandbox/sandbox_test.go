@@ -407,3 +407,25 @@ func TestParseStatPPID(t *testing.T) {
 		t.Error("parsed a truncated stat")
 	}
 }
+
+func TestOnlyStdioReachesTheCommand(t *testing.T) {
+	// A descriptor the host leaked (not close-on-exec) stays out of the
+	// command, confined or not.
+	leaked, err := syscall.Dup(int(os.Stdin.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(leaked)
+	for _, p := range []Policy{{}, {Mode: ReadOnly}} {
+		if p.Confined() {
+			if !Status().Available {
+				continue
+			}
+			p.Workspace = realTempDir(t)
+		}
+		code, stdout, stderr := runCall(t, Spec{Command: "ls /proc/$$/fd; true", Dir: p.Workspace, Policy: p})
+		if code != 0 || strings.Fields(stdout) == nil || strings.Join(strings.Fields(stdout), " ") != "0 1 2" {
+			t.Errorf("%s: the shell's descriptors are %q (exit %d, stderr %q), want 0 1 2", p.Mode, stdout, code, stderr)
+		}
+	}
+}
