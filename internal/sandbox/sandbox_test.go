@@ -429,3 +429,40 @@ func TestOnlyStdioReachesTheCommand(t *testing.T) {
 		}
 	}
 }
+
+func TestShellDiesWithTheHelper(t *testing.T) {
+	// PR_SET_PDEATHSIG: a killed helper takes its shell along (processes
+	// that left the shell are the documented limit).
+	r := start(t, Spec{Command: "echo $$; exec sleep 1000"})
+	line, err := r.out.ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	shell, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.PidfdOpen(shell, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := syscall.Kill(r.c.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.c.Wait(); err == nil {
+		t.Error("Wait reported no error for a killed helper")
+	}
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(pfd, int(testDeadline/time.Millisecond))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if n == 0 {
+			_ = syscall.Kill(shell, syscall.SIGKILL)
+			t.Error("the shell outlived its killed helper")
+		}
+		break
+	}
+}
