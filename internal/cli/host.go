@@ -21,6 +21,7 @@ import (
 	"github.com/maka-agent/maka/internal/domain"
 	"github.com/maka-agent/maka/internal/host"
 	"github.com/maka-agent/maka/internal/model"
+	"github.com/maka-agent/maka/internal/sandbox"
 	"github.com/maka-agent/maka/internal/storageroot"
 	"github.com/maka-agent/maka/protocol"
 )
@@ -161,6 +162,19 @@ type hostView struct {
 	// Build is "same" when the host runs this command's build of maka,
 	// "other" when it runs another one, and absent when that is unknown.
 	Build string `json:"build,omitempty"`
+	// Sandbox is what the kernel offers the Bash sandbox: "landlock ABI
+	// <n>" or "unavailable: <reason>". It is probed by this command: the
+	// host runs on the same kernel.
+	Sandbox string `json:"sandbox"`
+}
+
+// sandboxSummary is the sandbox line of host status.
+func sandboxSummary() string {
+	st := sandbox.Status()
+	if !st.Available {
+		return "unavailable: " + st.Reason
+	}
+	return fmt.Sprintf("landlock ABI %d", st.ABI)
 }
 
 func newHostStatusCommand() *cobra.Command {
@@ -182,6 +196,7 @@ func newHostStatusCommand() *cobra.Command {
 			if conn != nil {
 				defer conn.Close()
 			}
+			view.Sandbox = sandboxSummary()
 			out := cmd.OutOrStdout()
 			if asJSON {
 				enc := json.NewEncoder(out)
@@ -252,6 +267,10 @@ func printView(out interface{ Write([]byte) (int, error) }, v hostView) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	defer w.Flush()
 	fmt.Fprintf(w, "root\t%s\n", v.Root)
+	if v.Sandbox != "" {
+		// The last line (deferred after the flush, so it runs first).
+		defer fmt.Fprintf(w, "sandbox\t%s\n", v.Sandbox)
+	}
 	if !v.Running {
 		fmt.Fprintf(w, "host\tnot running: %s\n", v.Reason)
 		return

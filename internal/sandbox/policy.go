@@ -48,6 +48,9 @@ type Policy struct {
 	Hidden []string
 	// Network allows TCP connect and bind; the default policy has none.
 	Network bool
+	// TempDir is the temporary directory, writable under WorkspaceWrite;
+	// empty means the host's os.TempDir().
+	TempDir string
 }
 
 // Confined reports whether the policy asks for a sandbox at all.

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/maka-agent/maka/internal/sandbox"
 )
 
 // NameBash is the name of the Bash tool.
@@ -22,11 +24,11 @@ const (
 	BashDefaultTimeout = 120 * time.Second
 	// BashMaxTimeout is the largest timeout; larger requests are clamped.
 	BashMaxTimeout = 600 * time.Second
-	// bashKillGrace is how long a process group has between SIGTERM and
-	// SIGKILL.
+	// bashKillGrace is how long the processes of a call have between
+	// SIGTERM and SIGKILL.
 	bashKillGrace = 2 * time.Second
 	// bashDrainGrace is how long output pipes may stay open after the
-	// shell exited (held by background processes) before they are cut.
+	// call ended (held by a process outside it) before they are cut.
 	bashDrainGrace = time.Second
 )
 
@@ -58,9 +60,14 @@ func (bashTool) Name() string { return NameBash }
 
 func (bashTool) Description() string {
 	return "Run a shell command (bash -c) in the workspace directory. stdin is empty. " +
-		"timeout_ms defaults to 120000 and is capped at 600000; on timeout the whole process " +
-		"group is killed. Background jobs (&) are stopped when the command returns. Output is " +
-		"tail-truncated to 2000 lines / 50 KiB per stream."
+		"timeout_ms defaults to 120000 and is capped at 600000; on timeout every process of the " +
+		"command is stopped (SIGTERM, then SIGKILL 2 s later). Nothing the command starts outlives " +
+		"the call: background jobs (&), setsid and daemonised processes are killed when the command " +
+		"returns, is stopped or times out, so start no servers meant to keep running. When the " +
+		"session is sandboxed, the command may read the whole file system except the host's own " +
+		"files, write only in the workspace and the temporary directory (workspace-write) or " +
+		"nowhere but /dev/null (read-only), has no network, and cannot signal processes outside " +
+		"the call. Output is tail-truncated to 2000 lines / 50 KiB per stream."
 }
 
 func (bashTool) Parameters() json.RawMessage {
@@ -146,11 +153,36 @@ type commandRun struct {
 	exitCode       int
 	duration       time.Duration
 	stdout, stderr *streamSink
+	// sandbox is the mode that confined the command ("" when it ran
+	// unconfined).
+	sandbox sandbox.Mode
 }
 
-// runCommand runs command with the shell in its own process group and
-// returns once the shell has exited and both output pipes are drained.
-// Timeout and ctx cancellation terminate the whole group: SIGTERM, then
+// callPolicy is the sandbox policy of a call in env: env.Sandbox, with the
+// session workspace when the policy names none and the host's protected
+// paths hidden besides the policy's own.
+func callPolicy(env Env) sandbox.Policy {
+	p := env.Sandbox
+	if !p.Confined() {
+		return p
+	}
+	if p.Workspace == "" {
+		p.Workspace = env.Workspace
+	}
+	p.Hidden = append(slices.Clone(env.Protected), p.Hidden...)
+	return p
+}
+
+// callExit is what a call's Wait returned.
+type callExit struct {
+	code int
+	err  error
+}
+
+// runCommand runs command with the shell under a sandbox helper
+// (sandbox.Start) and returns once the call is over and both output pipes
+// are drained. Nothing the command starts outlives the call. Timeout and
+// ctx cancellation terminate every process of the call: SIGTERM, then
 // SIGKILL after bashKillGrace.
 func runCommand(ctx context.Context, env Env, command string, timeout time.Duration) (*commandRun, error) {
 	shell, err := shellPath()
@@ -170,25 +202,29 @@ func runCommand(ctx context.Context, env Env, command string, timeout time.Durat
 	defer outR.Close()
 	defer errR.Close()
 
-	cmd := exec.Command(shell, "-c", command)
-	cmd.Dir = env.Workspace
-	cmd.Stdout = outW
-	cmd.Stderr = errW
-	// cmd.Stdin stays nil: the command reads /dev/null.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	policy := callPolicy(env)
 	start := time.Now()
-	err = cmd.Start()
+	call, err := sandbox.Start(ctx, sandbox.Spec{
+		Shell: shell, Command: command, Dir: env.Workspace, Policy: policy,
+		Stdout: outW, Stderr: errW,
+	})
 	outW.Close()
 	errW.Close()
 	if err != nil {
+		if ctx.Err() != nil {
+			return &commandRun{status: TerminalAborted, exitCode: ExitCodeAborted,
+				duration: time.Since(start), stdout: newStreamSink(nil), stderr: newStreamSink(nil)}, nil
+		}
 		return nil, err
 	}
-	pgid := cmd.Process.Pid
 
 	var emitMu sync.Mutex
 	run := &commandRun{
 		stdout: newStreamSink(liveEmitter(env, "stdout", &emitMu)),
 		stderr: newStreamSink(liveEmitter(env, "stderr", &emitMu)),
+	}
+	if policy.Confined() {
+		run.sandbox = policy.Mode
 	}
 	var readers sync.WaitGroup
 	readers.Add(2)
@@ -196,8 +232,13 @@ func runCommand(ctx context.Context, env Env, command string, timeout time.Durat
 	go func() { defer readers.Done(); run.stderr.copyFrom(errR) }()
 	readersDone := make(chan struct{})
 	go func() { readers.Wait(); close(readersDone) }()
-	waitDone := make(chan error, 1)
-	go func() { waitDone <- cmd.Wait() }()
+	// The call's Wait returns once no process of the call is left: after
+	// the shell exits (the helper kills what remains) or after Kill.
+	waitDone := make(chan callExit, 1)
+	go func() {
+		code, _, err := call.Wait()
+		waitDone <- callExit{code, err}
+	}()
 	cutPipes := func() {
 		for _, r := range []*os.File{outR, errR} {
 			if r.SetReadDeadline(time.Now()) != nil {
@@ -208,10 +249,10 @@ func runCommand(ctx context.Context, env Env, command string, timeout time.Durat
 
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	var waitErr error
+	var exit callExit
 	exited := false
 	select {
-	case waitErr = <-waitDone:
+	case exit = <-waitDone:
 		exited = true
 	case <-deadline.C:
 		run.status = TerminalTimedOut
@@ -220,8 +261,9 @@ func runCommand(ctx context.Context, env Env, command string, timeout time.Durat
 	}
 
 	if exited {
-		// Background processes may still hold the pipes; give them a
-		// moment, then stop reading.
+		// Every process of the call is gone, so the pipes are at EOF
+		// unless a process outside the call holds them (one the command
+		// handed them to); give that a moment, then stop reading.
 		drain := time.NewTimer(bashDrainGrace)
 		select {
 		case <-readersDone:
@@ -232,28 +274,28 @@ func runCommand(ctx context.Context, env Env, command string, timeout time.Durat
 		}
 		drain.Stop()
 		<-readersDone
-		// Background jobs of the command do not outlive the call: nothing
-		// would own them (and a host that stops would leave them behind).
-		signalGroup(pgid, syscall.SIGKILL)
 	} else {
-		signalGroup(pgid, syscall.SIGTERM)
+		call.Terminate()
 		kill := time.NewTimer(bashKillGrace)
 		defer kill.Stop()
 		var cut *time.Timer
 		var killC, cutC <-chan time.Time = kill.C, nil
-		waitC, readC := (<-chan error)(waitDone), (<-chan struct{})(readersDone)
+		waitC, readC := (<-chan callExit)(waitDone), (<-chan struct{})(readersDone)
 		for waitC != nil || readC != nil {
 			select {
-			case waitErr = <-waitC:
+			case exit = <-waitC:
 				waitC = nil
+				if readC != nil && cutC == nil {
+					// As above: only a process outside the call can
+					// still hold the pipes.
+					cut = time.NewTimer(bashDrainGrace)
+					cutC = cut.C
+				}
 			case <-readC:
 				readC = nil
 			case <-killC:
 				killC = nil
-				signalGroup(pgid, syscall.SIGKILL)
-				// Processes that left the group may keep the pipes open.
-				cut = time.NewTimer(bashDrainGrace)
-				cutC = cut.C
+				call.Kill()
 			case <-cutC:
 				cutC = nil
 				cutPipes()
@@ -262,8 +304,6 @@ func runCommand(ctx context.Context, env Env, command string, timeout time.Durat
 		if cut != nil {
 			cut.Stop()
 		}
-		// Nothing of the group may outlive the call.
-		signalGroup(pgid, syscall.SIGKILL)
 	}
 	run.duration = time.Since(start)
 
@@ -273,7 +313,10 @@ func runCommand(ctx context.Context, env Env, command string, timeout time.Durat
 	case TerminalAborted:
 		run.exitCode = ExitCodeAborted
 	default:
-		run.exitCode = exitCode(cmd.ProcessState, waitErr)
+		run.exitCode = exit.code
+		if exit.err != nil {
+			run.exitCode = -1
+		}
 		run.status = TerminalCompleted
 		if run.exitCode != 0 {
 			run.status = TerminalFailed
@@ -282,24 +325,32 @@ func runCommand(ctx context.Context, env Env, command string, timeout time.Durat
 	return run, nil
 }
 
-// signalGroup sends sig to the process group pgid; a group that is already
-// gone is not an error.
-func signalGroup(pgid int, sig syscall.Signal) {
-	_ = syscall.Kill(-pgid, sig)
+// sandboxRefusals are the stderr phrases of a refused file or socket
+// operation.
+var sandboxRefusals = []string{"Permission denied", "Operation not permitted"}
+
+// sandboxHint is the model-text line added when a confined command failed
+// with a refusal on stderr, or "".
+func (r *commandRun) sandboxHint(stderr string) string {
+	if r.sandbox == "" || r.status != TerminalFailed {
+		return ""
+	}
+	for _, s := range sandboxRefusals {
+		if strings.Contains(stderr, s) {
+			return fmt.Sprintf("Note: the command ran in the %s sandbox, which may have refused this "+
+				"(%s); if it needs more, re-run it with \"sandbox\": false to ask the user.",
+				r.sandbox, sandboxAllows(r.sandbox))
+		}
+	}
+	return ""
 }
 
-// exitCode is the shell's exit status, 128+n for death by signal n.
-func exitCode(ps *os.ProcessState, waitErr error) int {
-	if ps == nil {
-		if waitErr != nil {
-			return -1
-		}
-		return 0
+// sandboxAllows says what a sandbox mode lets a command do.
+func sandboxAllows(m sandbox.Mode) string {
+	if m == sandbox.ReadOnly {
+		return "it may read files but write none, and has no network"
 	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ps.ExitCode()
+	return "it may write only in the workspace and the temporary directory, and has no network"
 }
 
 // liveEmitter returns the function that forwards redacted output chunks of
@@ -337,7 +388,7 @@ func (r *commandRun) result(cwd, command string, timeout time.Duration) Result {
 	fmt.Fprintf(&b, "Exit code: %d", r.exitCode)
 	switch r.status {
 	case TerminalTimedOut:
-		fmt.Fprintf(&b, " (timed out after %d ms; the process group was killed)", timeout.Milliseconds())
+		fmt.Fprintf(&b, " (timed out after %d ms; every process of the command was killed)", timeout.Milliseconds())
 	case TerminalAborted:
 		b.WriteString(" (aborted)")
 	}
@@ -350,6 +401,9 @@ func (r *commandRun) result(cwd, command string, timeout time.Duration) Result {
 	}
 	if stdout == "" && stderr == "" {
 		b.WriteString("(no output)\n")
+	}
+	if hint := r.sandboxHint(stderr); hint != "" {
+		b.WriteString(hint + "\n")
 	}
 	return contentResult(c, strings.TrimSuffix(b.String(), "\n"), r.status != TerminalCompleted)
 }

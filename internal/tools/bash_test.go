@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/maka-agent/maka/internal/sandbox"
 )
 
 // terminal decodes a terminal result.
@@ -384,5 +386,166 @@ func TestTailTruncate(t *testing.T) {
 	}
 	if out, tr := tailTruncate("x", 2, 100, true); !tr || !strings.HasSuffix(out, "]\nx") {
 		t.Errorf("%q %v", out, tr)
+	}
+}
+
+// markerPIDs lists the live processes whose argv holds marker.
+func markerPIDs(t *testing.T, marker string) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && bytes.Contains(b, []byte(marker)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// escapingCommand starts processes that leave the shell's group and
+// session (setsid -f, setsid &, (setsid &), a setsid and double fork),
+// each a sleep with marker as argv[0], waits until all of them run, prints
+// "started", then runs then.
+func escapingCommand(marker, then string) string {
+	sleeper := "echo up >ready; exec -a " + marker + " sleep 1000"
+	return "mkfifo ready && exec 3<>ready || exit 99\n" +
+		"setsid -f bash -c '" + sleeper + "'\n" +
+		"setsid bash -c '" + sleeper + "' &\n" +
+		"(setsid bash -c '" + sleeper + "' &)\n" +
+		"(setsid bash -c '(" + sleeper + ") & exit 0' &)\n" +
+		"for i in 1 2 3 4; do read -r -u 3 _; done; echo started\n" + then
+}
+
+func TestBashNothingOutlivesTheCall(t *testing.T) {
+	tests := []struct {
+		name, then string
+		timeoutMS  int
+		status     string
+	}{
+		{"returns", "exit 0", 0, TerminalCompleted},
+		{"times out", "sleep 1000", 3000, TerminalTimedOut},
+		{"ignores SIGTERM and times out", "trap '' TERM; sleep 1000", 3000, TerminalTimedOut},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := newEnv(t)
+			marker := fmt.Sprintf("maka-tools-test-%d-%d", os.Getpid(), i)
+			args := map[string]any{"command": escapingCommand(marker, tt.then)}
+			if tt.timeoutMS > 0 {
+				args["timeout_ms"] = tt.timeoutMS
+			}
+			r := run(t, byName(t, NameBash), env, args)
+			tm := decodeTerminal(t, r)
+			if tm.Status != tt.status || !strings.Contains(tm.Output.Stdout, "started") {
+				t.Fatalf("got %s", r.Content)
+			}
+			if pids := markerPIDs(t, marker); len(pids) > 0 {
+				for _, pid := range pids {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+				t.Errorf("processes %v outlived the call", pids)
+			}
+		})
+	}
+}
+
+func TestBashStopEndsEveryProcess(t *testing.T) {
+	env := newEnv(t)
+	marker := fmt.Sprintf("maka-tools-test-%d-stop", os.Getpid())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan struct{})
+	var once sync.Once
+	env.Output = func(stream, chunk string) {
+		if strings.Contains(chunk, "started") {
+			once.Do(func() { close(started) })
+		}
+	}
+	done := make(chan Result, 1)
+	raw, _ := json.Marshal(map[string]any{"command": escapingCommand(marker, "sleep 1000")})
+	go func() {
+		res, _ := byName(t, NameBash).Run(ctx, env, raw)
+		done <- res
+	}()
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("command did not start")
+	}
+	if n := len(markerPIDs(t, marker)); n < 4 {
+		t.Fatalf("%d escaped processes run, want 4", n)
+	}
+	cancel()
+	var r Result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	if tm := decodeTerminal(t, r); tm.Status != TerminalAborted {
+		t.Fatalf("got %s", r.Content)
+	}
+	if pids := markerPIDs(t, marker); len(pids) > 0 {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		t.Errorf("processes %v outlived the stop", pids)
+	}
+}
+
+func TestBashSandbox(t *testing.T) {
+	st := sandbox.Status()
+	t.Logf("landlock: available %v, ABI %d, reason %q", st.Available, st.ABI, st.Reason)
+	if !st.Available {
+		t.Skipf("landlock unavailable: %s", st.Reason)
+	}
+	env := newEnv(t)
+	creds := writeFile(t, env, "creds.json", "secret\n")
+	writeFile(t, env, "src/notes.txt", "notes\n")
+	out := outside(t, env)
+	env.Protected = []string{creds}
+	// The temporary directory is writable: give the call one of its own,
+	// so that "outside" is outside everything writable.
+	env.Sandbox = sandbox.Policy{Mode: sandbox.WorkspaceWrite, TempDir: t.TempDir()}
+
+	r := run(t, byName(t, NameBash), env, map[string]any{"command": "cat src/notes.txt && echo new > src/new.txt && cat src/new.txt"})
+	if tm := decodeTerminal(t, r); tm.Status != TerminalCompleted || tm.Output.Stdout != "notes\nnew\n" {
+		t.Fatalf("got %s", r.Content)
+	}
+	for _, cmd := range []string{"cat creds.json", "echo x > " + filepath.Join(out, "f")} {
+		r = run(t, byName(t, NameBash), env, map[string]any{"command": cmd})
+		tm := decodeTerminal(t, r)
+		if tm.Status != TerminalFailed || strings.Contains(tm.Output.Stdout, "secret") {
+			t.Fatalf("%q: got %s", cmd, r.Content)
+		}
+		if !strings.Contains(r.ModelText, `re-run it with "sandbox": false`) ||
+			!strings.Contains(r.ModelText, "workspace-write sandbox") {
+			t.Errorf("%q: model text lacks the sandbox hint: %q", cmd, r.ModelText)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "f")); err == nil {
+		t.Error("the confined command wrote outside the workspace")
+	}
+	// Unconfined, the same failure carries no hint.
+	env.Sandbox = sandbox.Policy{}
+	r = run(t, byName(t, NameBash), env, map[string]any{"command": "echo denied: Permission denied >&2; exit 1"})
+	if strings.Contains(r.ModelText, `"sandbox": false`) {
+		t.Errorf("hint without a sandbox: %q", r.ModelText)
+	}
+}
+
+func TestBashDescription(t *testing.T) {
+	d := byName(t, NameBash).Description()
+	for _, want := range []string{"outlives", "setsid", "sandboxed", "workspace-write", "read-only", "no network"} {
+		if !strings.Contains(d, want) {
+			t.Errorf("description lacks %q: %s", want, d)
+		}
 	}
 }
