@@ -113,7 +113,8 @@ func serve(ctx context.Context, root, expectedRootID string, idleGrace time.Dura
 		}
 		return exitf(2, "%s", msg)
 	}
-	opts := host.Options{Owner: owner, Logger: log, CompositionFactory: domain.Factory(capability.Path(), log, dopts)}
+	opts := host.Options{Owner: owner, Logger: log, CompositionFactory: domain.Factory(capability.Path(), log, dopts),
+		RefusePeer: domain.RefuseSandboxedPeer}
 	if idleGrace == 0 {
 		opts.DisableIdleExit = true
 	} else {

@@ -206,6 +206,20 @@ func protectedPaths(rootPath string, more []string) []string {
 	return out
 }
 
+// errSandboxedPeer refuses a connection from inside a sandboxed tool call.
+var errSandboxedPeer = errors.New("the peer runs inside a sandboxed tool call")
+
+// RefuseSandboxedPeer is the host's peer check (host.Options.RefusePeer):
+// a process of a sandboxed Bash call may not talk to the host, which
+// would let it answer its own approvals. Landlock cannot refuse a
+// connect to a socket by path on most kernels, so the host does.
+func RefuseSandboxedPeer(p host.Peer) error {
+	if sandbox.IsCallDescendant(p.PID) {
+		return errSandboxedPeer
+	}
+	return nil
+}
+
 // sandboxStatus reports whether this machine can sandbox Bash calls.
 func sandboxStatus() (bool, string) {
 	st := sandbox.Status()

@@ -54,7 +54,7 @@ func Start(tb testing.TB, root string, opts domain.Options) *Host {
 		tb.Fatalf("owner lock of %s: %v", root, err)
 	}
 	k, err := host.Start(context.Background(), host.Options{
-		Owner: owner, DisableIdleExit: true,
+		Owner: owner, DisableIdleExit: true, RefusePeer: domain.RefuseSandboxedPeer,
 		CompositionFactory: domain.Factory(capability.Path(), nil, opts),
 	})
 	if err != nil {

@@ -508,6 +508,11 @@ var domainInputs = map[protocol.Operation]string{
 	protocol.OpSessionCatalogQuery:   `{"kind":"list_start","includeArchived":false}`,
 	protocol.OpSessionLifecycleSet:   `{"sessionId":"s1","action":"archive"}`,
 	protocol.OpSessionTranscriptPage: `{"sessionId":"s1"}`,
+
+	protocol.OpSessionPermissionsQuery: `{"sessionId":"s1"}`,
+	protocol.OpSessionPermissionsSet:   `{"sessionId":"s1","permissionMode":"ask"}`,
+	protocol.OpRootPermissionsQuery:    `{}`,
+	protocol.OpRootPermissionsSet:      `{"sandbox":"read-only"}`,
 }
 
 // domainRequests returns a valid request per domain operation, checked

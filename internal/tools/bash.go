@@ -67,13 +67,14 @@ func (bashTool) Description() string {
 		"session is sandboxed, the command may read the whole file system except the host's own " +
 		"files, write only in the workspace and the temporary directory (workspace-write) or " +
 		"nowhere but /dev/null (read-only), has no network, and cannot signal processes outside " +
-		"the call. Output is tail-truncated to 2000 lines / 50 KiB per stream."
+		"the call; set sandbox to false to ask the user to run it outside. Output is tail-truncated to 2000 lines / 50 KiB per stream."
 }
 
 func (bashTool) Parameters() json.RawMessage {
 	return json.RawMessage(`{"type":"object","properties":{` +
 		`"command":{"type":"string","description":"The shell command to run."},` +
-		`"timeout_ms":{"type":"integer","minimum":1,"maximum":600000,"description":"Timeout in milliseconds (default 120000)."}},` +
+		`"timeout_ms":{"type":"integer","minimum":1,"maximum":600000,"description":"Timeout in milliseconds (default 120000)."},` +
+		`"sandbox":{"type":"boolean","description":"false runs the command outside the sandbox, after the user approves that once. Ask only when the sandbox refused something the task needs (a write outside the workspace, the network)."}},` +
 		`"required":["command"],"additionalProperties":false}`)
 }
 
@@ -83,6 +84,10 @@ func (bashTool) ActivityKind() string     { return ActivityCommand }
 type bashArgs struct {
 	Command   *string `json:"command"`
 	TimeoutMS *int64  `json:"timeout_ms"`
+	// Sandbox false asks to leave the sandbox; the permission engine
+	// decides it (Verdict.Escalation) and the call runs with the policy
+	// the engine chose (Env.Sandbox).
+	Sandbox *bool `json:"sandbox"`
 }
 
 // terminalContent is the content of a "terminal" result.
