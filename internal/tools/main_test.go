@@ -17,7 +17,7 @@ func TestMain(m *testing.M) {
 
 // newEnv returns an Env whose workspace is a fresh temporary directory
 // (its real path).
-func newEnv(t *testing.T) Env {
+func newEnv(t testing.TB) Env {
 	t.Helper()
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
