@@ -89,7 +89,8 @@ func (r *runner) execute(ctx context.Context, tool tools.Tool, known bool, call 
 	env := tools.Env{
 		SessionID: r.t.SessionID, RunID: r.t.RunID, TurnID: r.t.TurnID, ToolUseID: call.ID,
 		Workspace: r.t.Workspace, Protected: r.t.Protected,
-		Sandbox: sandbox.Policy{Mode: box, Workspace: r.t.Workspace, Hidden: r.t.Protected},
+		// The Bash tool hides Protected from the command as well.
+		Sandbox: sandbox.Policy{Mode: box, Workspace: r.t.Workspace},
 		Output: func(stream, chunk string) {
 			cr.output(func() {
 				ev := r.event(ToolOutputDelta)
