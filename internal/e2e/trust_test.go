@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/maka-agent/maka/client"
 	"github.com/maka-agent/maka/internal/modeltest"
+	"github.com/maka-agent/maka/internal/proctest"
 	"github.com/maka-agent/maka/internal/sandbox"
 	"github.com/maka-agent/maka/protocol"
 )
@@ -231,80 +231,65 @@ func TestNonRegularFilesAreRefused(t *testing.T) {
 	}
 }
 
-// markerProcesses lists the processes whose command line holds marker.
-func markerProcesses(t *testing.T, marker string) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(b, []byte(marker)) && !bytes.Contains(b, []byte("-test.")) {
-			out = append(out, pid)
+// startedOutput reports whether a frame is the live output line
+// "started" of the Bash call.
+func startedOutput(frames []any) bool {
+	for _, f := range frames {
+		if e, ok := f.(protocol.EventFrame); ok && e.Event.Type == "tool_output_delta" && strings.Contains(e.Event.Chunk, "started") {
+			return true
 		}
 	}
-	return out
+	return false
 }
 
-// eventually polls cond until it holds or failAfter passes: processes of
-// other programs give no event when they start or end.
-func eventually(t *testing.T, what string, cond func() bool) {
+// noneLeft waits until no process carries marker: processes of other
+// programs give no event when they end, so this polls, bounded by
+// failAfter.
+func noneLeft(t *testing.T, marker string) {
 	t.Helper()
 	deadline := time.Now().Add(failAfter)
-	for !cond() {
+	for {
+		pids := proctest.Marked(t, marker)
+		if len(pids) == 0 {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("processes %v outlived the call", pids)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-// sleepers is a command that leaves processes behind in every way a shell
-// can: setsid -f, a setsid'd background job, a subshell's background job
-// and a double fork, each a sleep whose argument carries marker.
-func sleepers(marker string) string {
-	arg := func(i int) string { return fmt.Sprintf("%d.%s", 1000+i, marker) }
-	cmd := fmt.Sprintf("setsid -f sleep %s; setsid sleep %s & (setsid sleep %s &); sh -c 'sh -c \"setsid sleep %s &\" &'",
-		arg(0), arg(1), arg(2), arg(3))
-	return cmd
-}
-
 // Item 4: whatever a command forks, setsid's or daemonises dies with the
-// call: when it returns, when the turn is stopped, and when the host exits.
+// call: when it returns, when the turn is stopped or interrupted, and when
+// the host exits.
 func TestBashProcessesDieWithTheCall(t *testing.T) {
-	marker := func() string { return "0" + strings.ReplaceAll(uuid.NewString()[:8], "-", "") }
-	// sleep accepts a decimal fraction: make the marker digits only.
-	digits := func(s string) string {
-		var b strings.Builder
-		for _, r := range s {
-			b.WriteString(strconv.Itoa(int(r) % 10))
-		}
-		return b.String()
-	}
-	t.Run("return", func(t *testing.T) {
-		m := digits(marker())
-		h := newHost(t, callsThenDone(bashCall(t, "c1", sleepers(m)+"; echo started")))
-		createSession(t, h.conn, "ret", protocol.PermissionModeBypass)
-		runTurn(t, h, "ret", "turn-1", "go")
-		if left := markerProcesses(t, m); len(left) > 0 {
-			t.Fatalf("processes outlived the call: %v", left)
-		}
-	})
-	for _, end := range []string{"stop", "interrupt", "host exit"} {
+	for _, end := range []string{"return", "stop", "interrupt", "host exit"} {
 		t.Run(end, func(t *testing.T) {
-			m := digits(marker())
-			h := newHost(t, callsThenDone(bashCall(t, "c1", sleepers(m)+"; sleep 1009."+m)))
+			marker := "maka-e2e-escape-" + uuid.NewString()
+			then := "sleep 1000"
+			if end == "return" {
+				then = "echo " + marker + "-done"
+			}
+			h := newHost(t, callsThenDone(bashCall(t, "c1", proctest.EscapingCommand(marker, then))))
 			sid := "end-" + strings.ReplaceAll(end, " ", "-")
 			createSession(t, h.conn, sid, protocol.PermissionModeBypass)
 			w := watch(t, h.conn, sid)
 			started := startTurn(t, h.conn, sid, "turn-1", "go")
-			eventually(t, "the sleepers", func() bool { return len(markerProcesses(t, m)) >= 5 })
+			if end == "return" {
+				w.untilTerminal(t, "turn-1")
+				if pids := proctest.Marked(t, marker); len(pids) > 0 {
+					t.Fatalf("processes %v outlived the call", pids)
+				}
+				if !strings.Contains(lastResults(t, h)[0].Text(), marker+"-done") {
+					t.Fatalf("the command did not run to its end: %q", lastResults(t, h)[0].Text())
+				}
+				return
+			}
+			w.until(t, "every escaping process running", startedOutput)
+			if n := len(proctest.Marked(t, marker)); n < proctest.Escapes {
+				t.Fatalf("%d escaping processes run, want %d", n, proctest.Escapes)
+			}
 			switch end {
 			case "stop":
 				if _, err := h.conn.StopTurn(opCtx(t), protocol.TurnStopInput{SessionID: sid, TurnID: "turn-1", RunID: started.RunID}); err != nil {
@@ -322,7 +307,7 @@ func TestBashProcessesDieWithTheCall(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			eventually(t, "no process of the call", func() bool { return len(markerProcesses(t, m)) == 0 })
+			noneLeft(t, marker)
 		})
 	}
 }

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/maka-agent/maka/internal/proctest"
 )
 
 // testDeadline bounds every wait of these tests; it is never reached when
@@ -130,27 +132,6 @@ func newMarker() string {
 	return fmt.Sprintf("maka-sandbox-test-%d-%d", os.Getpid(), markers.Add(1))
 }
 
-// markerPIDs lists the live processes whose argv holds marker.
-func markerPIDs(t *testing.T, marker string) []int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && bytes.Contains(b, []byte(marker)) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 // escapes are commands that leave the shell's process group and session
 // in the ways a daemon does. Each one, once its process runs, writes a
 // line to the fifo "ready" (opened by the shell on fd 3), then becomes a
@@ -179,7 +160,7 @@ func escapeCommand(marker, then string) string {
 // least one process per escape carries the marker while the call runs.
 func wantAlive(t *testing.T, marker string) []int {
 	t.Helper()
-	pids := markerPIDs(t, marker)
+	pids := proctest.Marked(t, marker)
 	if len(pids) < len(escapes) {
 		t.Fatalf("%d processes carry the marker while the call runs, want at least %d", len(pids), len(escapes))
 	}
@@ -188,7 +169,7 @@ func wantAlive(t *testing.T, marker string) []int {
 
 func wantNone(t *testing.T, marker, after string) {
 	t.Helper()
-	if pids := markerPIDs(t, marker); len(pids) > 0 {
+	if pids := proctest.Marked(t, marker); len(pids) > 0 {
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/maka-agent/maka/internal/proctest"
 	"github.com/maka-agent/maka/internal/sandbox"
 )
 
@@ -389,40 +390,6 @@ func TestTailTruncate(t *testing.T) {
 	}
 }
 
-// markerPIDs lists the live processes whose argv holds marker.
-func markerPIDs(t *testing.T, marker string) []int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && bytes.Contains(b, []byte(marker)) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// escapingCommand starts processes that leave the shell's group and
-// session (setsid -f, setsid &, (setsid &), a setsid and double fork),
-// each a sleep with marker as argv[0], waits until all of them run, prints
-// "started", then runs then.
-func escapingCommand(marker, then string) string {
-	sleeper := "echo up >ready; exec -a " + marker + " sleep 1000"
-	return "mkfifo ready && exec 3<>ready || exit 99\n" +
-		"setsid -f bash -c '" + sleeper + "'\n" +
-		"setsid bash -c '" + sleeper + "' &\n" +
-		"(setsid bash -c '" + sleeper + "' &)\n" +
-		"(setsid bash -c '(" + sleeper + ") & exit 0' &)\n" +
-		"for i in 1 2 3 4; do read -r -u 3 _; done; echo started\n" + then
-}
-
 func TestBashNothingOutlivesTheCall(t *testing.T) {
 	tests := []struct {
 		name, then string
@@ -437,7 +404,7 @@ func TestBashNothingOutlivesTheCall(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			env := newEnv(t)
 			marker := fmt.Sprintf("maka-tools-test-%d-%d", os.Getpid(), i)
-			args := map[string]any{"command": escapingCommand(marker, tt.then)}
+			args := map[string]any{"command": proctest.EscapingCommand(marker, tt.then)}
 			if tt.timeoutMS > 0 {
 				args["timeout_ms"] = tt.timeoutMS
 			}
@@ -446,7 +413,7 @@ func TestBashNothingOutlivesTheCall(t *testing.T) {
 			if tm.Status != tt.status || !strings.Contains(tm.Output.Stdout, "started") {
 				t.Fatalf("got %s", r.Content)
 			}
-			if pids := markerPIDs(t, marker); len(pids) > 0 {
+			if pids := proctest.Marked(t, marker); len(pids) > 0 {
 				for _, pid := range pids {
 					_ = syscall.Kill(pid, syscall.SIGKILL)
 				}
@@ -469,7 +436,7 @@ func TestBashStopEndsEveryProcess(t *testing.T) {
 		}
 	}
 	done := make(chan Result, 1)
-	raw, _ := json.Marshal(map[string]any{"command": escapingCommand(marker, "sleep 1000")})
+	raw, _ := json.Marshal(map[string]any{"command": proctest.EscapingCommand(marker, "sleep 1000")})
 	go func() {
 		res, _ := byName(t, NameBash).Run(ctx, env, raw)
 		done <- res
@@ -479,7 +446,7 @@ func TestBashStopEndsEveryProcess(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("command did not start")
 	}
-	if n := len(markerPIDs(t, marker)); n < 4 {
+	if n := len(proctest.Marked(t, marker)); n < 4 {
 		t.Fatalf("%d escaped processes run, want 4", n)
 	}
 	cancel()
@@ -492,7 +459,7 @@ func TestBashStopEndsEveryProcess(t *testing.T) {
 	if tm := decodeTerminal(t, r); tm.Status != TerminalAborted {
 		t.Fatalf("got %s", r.Content)
 	}
-	if pids := markerPIDs(t, marker); len(pids) > 0 {
+	if pids := proctest.Marked(t, marker); len(pids) > 0 {
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
