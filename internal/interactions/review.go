@@ -164,7 +164,14 @@ func toolReview(req agent.PermissionRequest) (protocol.ToolReview, error) {
 // than it saw.
 func requiredText(args json.RawMessage, key string, maxBytes int, command bool) (string, error) {
 	raw := stringArg(args, key)
-	s, cut := fitEncoded(sanitize(raw, command), maxBytes)
+	plain := replaceControls(raw, command)
+	shown := redact(plain)
+	if shown != plain {
+		// Whatever the redactor takes for a secret would be shown as
+		// [REDACTED], hiding what would run: the call is refused instead.
+		return "", invalid("the %q argument holds what looks like a secret (or a credential assignment), which a review cannot show; pass secrets through the environment or a file instead", key)
+	}
+	s, cut := fitEncoded(shown, maxBytes)
 	if cut {
 		return "", invalid("the %q argument (%d bytes) is too long to be shown for review; split it into shorter calls", key, len(raw))
 	}
@@ -182,11 +189,14 @@ func reviewText(s string, maxBytes int, command bool) string {
 }
 
 // sanitize replaces what a review may not contain and redacts secrets.
-// Whitespace controls become spaces; in a command a line feed, which
-// separates statements, becomes "; " so that the command keeps its
-// statements (and its category); other control, line-separator and
-// bidirectional characters, and invalid UTF-8, become U+FFFD.
-func sanitize(s string, command bool) string {
+func sanitize(s string, command bool) string { return redact(replaceControls(s, command)) }
+
+// replaceControls replaces what a review may not contain. Whitespace
+// controls become spaces; in a command a line feed, which separates
+// statements, becomes "; " so that the command keeps its statements (and
+// its category); other control, line-separator and bidirectional
+// characters, and invalid UTF-8, become U+FFFD.
+func replaceControls(s string, command bool) string {
 	var b strings.Builder
 	b.Grow(len(s))
 	for i := 0; i < len(s); {
@@ -204,7 +214,13 @@ func sanitize(s string, command bool) string {
 			b.WriteRune(r)
 		}
 	}
-	out := tools.Redact(b.String())
+	return b.String()
+}
+
+// redact masks secrets with the tools' redactor and then the wire's, which
+// review text must pass unchanged.
+func redact(s string) string {
+	out := tools.Redact(s)
 	for i := 0; i < 3 && protocol.ContainsSecret(out); i++ {
 		out = protocol.RedactSecrets(out)
 	}

@@ -228,6 +228,9 @@ type Policy struct {
 	// (sandbox.Status); without one every Bash call runs unconfined and
 	// execute mode prompts for commands.
 	SandboxAvailable bool
+	// Protected are the host's own paths (Env.Protected): without a
+	// sandbox, a read-only command that could reach them is not safe.
+	Protected []string
 }
 
 // Engine decides whether tool calls may run under a policy, and remembers
@@ -291,10 +294,11 @@ func (e *Engine) Evaluate(tool Tool, args json.RawMessage) Verdict {
 	escalate := false
 	if name == NameBash {
 		v.Sandbox = e.callSandbox()
-		if cat == protocol.ToolCategoryShellSafe && v.Sandbox == sandbox.Off && e.p.Mode == ModeExecute &&
-			configDriven(stringArg(args, "command")) {
-			// Execute mode writes files unprompted: unsandboxed, a git
-			// command could run what a written .git/config names.
+		if cat == protocol.ToolCategoryShellSafe && v.Sandbox == sandbox.Off && e.p.Mode != ModeBypass &&
+			!e.safeUnsandboxed(stringArg(args, "command")) {
+			// Nothing contains the command: it is read-only only if it
+			// cannot reach what the host hides and does not run what a
+			// file the model may write names.
 			cat = protocol.CategorizeBash(stringArg(args, "command"))
 			v.Category, v.Reason = cat, protocol.PermissionReasonForCategory(cat)
 			v.ScopeKey = ScopeKey(cat, tool, args)
@@ -314,17 +318,15 @@ func (e *Engine) Evaluate(tool Tool, args json.RawMessage) Verdict {
 					v.Explanation = fmt.Sprintf("the rule deny %s refuses it", r)
 					return v
 				}
-				v.Decision = Allow
 				if escalate {
-					v.Sandbox = sandbox.Off
+					// A rule approves the command, not leaving the
+					// sandbox: only a person approves that.
+					break
 				}
+				v.Decision = Allow
 				return v
 			}
 		}
-	}
-	if !tool.PermissionRequired() {
-		v.Decision = Allow
-		return v
 	}
 	if escalate {
 		if e.p.Mode == ModeExplore {
@@ -338,6 +340,10 @@ func (e *Engine) Evaluate(tool Tool, args json.RawMessage) Verdict {
 			v.Category = protocol.CategorizeBash(stringArg(args, "command"))
 			v.Reason = protocol.PermissionReasonForCategory(v.Category)
 		}
+		return v
+	}
+	if !tool.PermissionRequired() {
+		v.Decision = Allow
 		return v
 	}
 	v.Decision = MatrixDecision(e.p.Mode, cat)

@@ -93,15 +93,20 @@ func TestPermissionMatrixWithRulesAndSandbox(t *testing.T) {
 								t.Fatal(err)
 							}
 							rules = []Rule{rule}
-							// A rule decides before the matrix: an allow
-							// runs the call as asked (outside the sandbox
-							// when it asked to leave it), a deny refuses it.
-							want.d, want.esc = Allow, false
-							if ruleEffect == RuleDeny {
-								want.d = Block
-							}
-							if strings.Contains(r.args, `"sandbox":false`) {
-								want.box = off
+							// A rule decides before the matrix: a deny
+							// refuses the call; an allow runs it, except
+							// that leaving the sandbox is never a rule's
+							// to approve (a person is asked, explore
+							// refuses).
+							leaves := available && strings.Contains(r.args, `"sandbox":false`)
+							switch {
+							case ruleEffect == RuleDeny:
+								want.d, want.esc = Block, false
+							case !leaves:
+								want.d, want.esc = Allow, false
+								if strings.Contains(r.args, `"sandbox":false`) {
+									want.box = off
+								}
 							}
 						}
 						v := NewEngine(Policy{Mode: mode, Rules: rules, Sandbox: sandbox.WorkspaceWrite, SandboxAvailable: available}).

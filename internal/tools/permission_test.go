@@ -5,10 +5,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/maka-agent/maka/internal/sandbox"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -365,5 +368,86 @@ func TestGitIsNotSafeWhereWritesAreUnprompted(t *testing.T) {
 	}
 	if v := NewEngine(Policy{Mode: ModeExecute}).Evaluate(bash, json.RawMessage(`{"command":"ls -la"}`)); v.Decision != Allow {
 		t.Errorf("ls in execute without a sandbox: %s", v.Decision)
+	}
+}
+
+// TestReadOnlyWithoutSandboxStaysInTheWorkspace: where nothing sandboxes a
+// command, a read-only command is safe only if it names nothing outside
+// the workspace and the workspace holds none of the host's files; the
+// same commands run sandboxed where Landlock is.
+func TestReadOnlyWithoutSandboxStaysInTheWorkspace(t *testing.T) {
+	bash := byName(t, NameBash)
+	ws := newEnv(t).Workspace
+	cmd := func(c string) json.RawMessage { b, _ := json.Marshal(map[string]string{"command": c}); return b }
+	for _, tc := range []struct {
+		command   string
+		protected []string
+		safe      bool
+	}{
+		{"cat notes.txt | wc -l", nil, true},
+		{"grep -rn TODO src", []string{"/elsewhere/root"}, true},
+		{"cat /etc/passwd", nil, false},
+		{"cat ../other/secret", nil, false},
+		{"cat ~/.ssh/id_rsa", nil, false},
+		{"rg --files '/home'", nil, false},
+		{"grep -rn api_key .", []string{ws + "/.config/Maka"}, false},
+		{"ls", []string{filepath.Dir(ws)}, false},
+	} {
+		for _, mode := range []Mode{ModeExplore, ModeAsk} {
+			e := NewEngine(Policy{Mode: mode, Workspace: ws, Protected: tc.protected})
+			v := e.Evaluate(bash, cmd(tc.command))
+			if safe := v.Decision == Allow; safe != tc.safe {
+				t.Errorf("%s %q without a sandbox: %s %s, want safe=%v", mode, tc.command, v.Decision, v.Category, tc.safe)
+			}
+			sandboxed := NewEngine(Policy{Mode: mode, Workspace: ws, Protected: tc.protected, SandboxAvailable: true}).Evaluate(bash, cmd(tc.command))
+			if sandboxed.Decision != Allow || sandboxed.Sandbox == sandbox.Off {
+				t.Errorf("%s %q in the sandbox: %s in %q", mode, tc.command, sandboxed.Decision, sandboxed.Sandbox)
+			}
+		}
+	}
+}
+
+// TestPathRulesSeeThroughLinks: an allow rule covers a path only where its
+// real location matches too, for files yet to be written under a linked
+// directory as well; a deny rule refuses a link to what it names.
+func TestPathRulesSeeThroughLinks(t *testing.T) {
+	ws := newEnv(t).Workspace
+	for _, d := range []string{"docs", "src"} {
+		if err := os.Mkdir(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("../src", filepath.Join(ws, "docs", "new")); err != nil {
+		t.Fatal(err)
+	}
+	allow, _ := ParseRule(RuleAllow, "Edit(docs/**)")
+	deny, _ := ParseRule(RuleDeny, "Read(src/**)")
+	e := NewEngine(Policy{Mode: ModeAsk, Workspace: ws, Rules: []Rule{allow, deny}})
+	if v := e.Evaluate(byName(t, NameWrite), json.RawMessage(`{"path":"docs/new/sub/x.md","content":""}`)); v.Decision != Prompt {
+		t.Errorf("Write through docs/new (a link to src) into a new directory: %s", v.Decision)
+	}
+	if v := e.Evaluate(byName(t, NameWrite), json.RawMessage(`{"path":"docs/sub/x.md","content":""}`)); v.Decision != Allow {
+		t.Errorf("Write under docs: %s", v.Decision)
+	}
+	if v := e.Evaluate(byName(t, NameRead), json.RawMessage(`{"path":"docs/new/a.go"}`)); v.Decision != Block {
+		t.Errorf("Read of src through the link: %s", v.Decision)
+	}
+}
+
+// TestCanonicalCommandNeverMergesDifferentCommands: blanks inside quotes,
+// substitutions or ANSI-C strings are never folded.
+func TestCanonicalCommandNeverMergesDifferentCommands(t *testing.T) {
+	for _, pair := range [][2]string{
+		{`echo "$(echo "a  b")"`, `echo "$(echo "a b")"`},
+		{`echo $'\'  rm'`, `echo $'\' rm'`},
+		{`echo 'a  b'`, `echo 'a b'`},
+		{"echo a\\  b", "echo a\\ b"},
+	} {
+		if CanonicalCommand(pair[0]) == CanonicalCommand(pair[1]) {
+			t.Errorf("%q and %q share a canonical form", pair[0], pair[1])
+		}
+	}
+	if CanonicalCommand(" make   build\t-j4 ") != "make build -j4" {
+		t.Errorf("plain blanks not folded: %q", CanonicalCommand(" make   build\t-j4 "))
 	}
 }

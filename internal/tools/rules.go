@@ -171,19 +171,22 @@ func canonicalToolName(name string) string {
 }
 
 // CanonicalCommand is the form of a Bash command that rules and remembered
-// approvals compare: surrounding whitespace trimmed and runs of spaces and
-// tabs outside quotes folded to one space. Nothing else changes, so two
-// commands with the same canonical form run the same words; a newline (a
-// second command to the shell) is never folded.
+// approvals compare: surrounding whitespace trimmed and, in a command with
+// no quote, backslash, "$" or backquote, runs of spaces and tabs folded to
+// one space (there they only separate words). Anything else is kept as it
+// is, so two commands with the same canonical form run the same words; a
+// newline (a second command to the shell) is never folded.
 func CanonicalCommand(s string) string {
 	s = strings.TrimSpace(s)
+	if strings.ContainsAny(s, "'\"\\$`") {
+		return s
+	}
 	var b strings.Builder
 	b.Grow(len(s))
-	var quote byte // 0, '\'' or '"'
 	space := false
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if quote == 0 && (c == ' ' || c == '\t') {
+		if c == ' ' || c == '\t' {
 			space = true
 			continue
 		}
@@ -192,15 +195,6 @@ func CanonicalCommand(s string) string {
 			space = false
 		}
 		b.WriteByte(c)
-		switch {
-		case c == '\\' && quote != '\'' && i+1 < len(s):
-			i++
-			b.WriteByte(s[i])
-		case quote == 0 && (c == '\'' || c == '"'):
-			quote = c
-		case quote != 0 && c == quote:
-			quote = 0
-		}
 	}
 	return b.String()
 }
@@ -334,14 +328,26 @@ func pathForms(m matchContext) []pathForm {
 	}
 	abs = filepath.Clean(abs)
 	forms := []pathForm{formOf(m, abs)}
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		if real != abs {
-			forms = append(forms, formOf(m, real))
-		}
-	} else if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil && dir != filepath.Dir(abs) {
-		forms = append(forms, formOf(m, filepath.Join(dir, filepath.Base(abs))))
+	if real := realPath(abs); real != abs {
+		forms = append(forms, formOf(m, real))
 	}
 	return forms
+}
+
+// realPath resolves the symlinks of abs: of the path itself when it exists,
+// else of its deepest existing ancestor, with the rest appended (where a
+// file yet to be written would land).
+func realPath(abs string) string {
+	rest := ""
+	for dir := abs; ; dir = filepath.Dir(dir) {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(real, rest)
+		}
+		if filepath.Dir(dir) == dir {
+			return abs
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+	}
 }
 
 // formOf is an absolute path as a rule sees it.

@@ -24,12 +24,31 @@ func ShellUnsafeReason(command string) string {
 	return shellsafe.Classify(command).Reason
 }
 
-// configDriven reports whether a read-only command runs a program that
-// executes what its configuration files name (git: core.fsmonitor, diff
-// drivers, filters). Where file writes need no approval and nothing
-// sandboxes the command, a model could write that configuration and then
-// run it as a "read-only" command, so such a command is not shell_safe
-// there (see Engine.Evaluate).
-func configDriven(command string) bool {
-	return strings.Contains(command, "git")
+// safeUnsandboxed reports whether a read-only command stays read-only
+// when nothing contains it: it names no path outside the workspace (no
+// word starting with "/" or "~", none with ".."), the workspace holds none
+// of the host's own files (a recursive read would reach them), and, in
+// execute mode, it is not git, which runs what a .git/config the model may
+// write unasked names (core.fsmonitor, diff drivers).
+func (e *Engine) safeUnsandboxed(command string) bool {
+	if e.p.Mode == ModeExecute && strings.Contains(command, "git") {
+		return false
+	}
+	root := e.root
+	if root == "" {
+		root = e.p.Workspace
+	}
+	for _, p := range e.p.Protected {
+		if root == "" || within(root, p) || within(p, root) {
+			return false
+		}
+	}
+	for _, word := range strings.Fields(command) {
+		word = strings.Trim(word, `'"`)
+		if strings.HasPrefix(word, "/") || strings.HasPrefix(word, "~") || strings.Contains(word, "..") ||
+			strings.Contains(word, "=/") || strings.Contains(word, "=~") || strings.Contains(word, "'/") || strings.Contains(word, "\"/") {
+			return false
+		}
+	}
+	return true
 }

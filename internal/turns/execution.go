@@ -290,7 +290,8 @@ func (c *Coordinator) permissionPolicy(ctx context.Context, sessionID, workspace
 	}
 	box, _ := sandbox.ParseMode(perms.Sandbox)
 	available := c.opts.SandboxAvailable != nil && c.opts.SandboxAvailable()
-	return tools.Policy{Mode: mode, Rules: rules, Workspace: workspace, Sandbox: box, SandboxAvailable: available}, nil
+	return tools.Policy{Mode: mode, Rules: rules, Workspace: workspace, Sandbox: box, SandboxAvailable: available,
+		Protected: c.opts.Protected}, nil
 }
 
 // sessionStatusAfter is the session status a turn's outcome leaves.
