@@ -516,3 +516,28 @@ func TestBashDescription(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveOutputNeverSplitsAToken: a line longer than a live chunk is cut
+// at a blank, so a token near the cut is redacted whole in the live output
+// as in the result.
+func TestLiveOutputNeverSplitsAToken(t *testing.T) {
+	env := newEnv(t)
+	var mu sync.Mutex
+	var chunks []string
+	env.Output = func(_, chunk string) { mu.Lock(); chunks = append(chunks, chunk); mu.Unlock() }
+	tok := "ghp_" + strings.Repeat("A1b2C3d4E5", 3) + "f6g7h8"
+	for _, pad := range []int{8170, 8179, 8185, 8190} {
+		chunks = nil
+		cmd := fmt.Sprintf("printf '%%s %%s\\n' $(printf 'x%%.0s' $(seq %d)) %s", pad, tok)
+		res := run(t, byName(t, NameBash), env, map[string]any{"command": cmd})
+		mu.Lock()
+		all := strings.Join(chunks, "")
+		mu.Unlock()
+		if strings.Contains(res.ModelText, tok) || strings.Contains(all, tok) || strings.Contains(all, tok[:16]) {
+			t.Fatalf("pad %d: a token reached the live output (%d chunks)", pad, len(chunks))
+		}
+		if !strings.Contains(all, "[REDACTED]") {
+			t.Fatalf("pad %d: the live output lost the line", pad)
+		}
+	}
+}

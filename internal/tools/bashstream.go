@@ -69,7 +69,7 @@ func (l *lineChunker) write(p []byte) {
 			if len(l.pending) < BashChunkBytes {
 				break
 			}
-			cut = utf8Boundary(window, BashChunkBytes)
+			cut = blankCut(window)
 		}
 		l.emit(l.pending[:cut])
 		l.pending = l.pending[cut:]
@@ -84,6 +84,21 @@ func (l *lineChunker) flush() {
 		l.emit(l.pending)
 		l.pending = nil
 	}
+}
+
+// chunkBlankWindow is how far back from a forced cut of a long line the
+// chunker looks for a blank to cut after instead.
+const chunkBlankWindow = 1024
+
+// blankCut is where a window of a line longer than a chunk is cut: after
+// its last blank within chunkBlankWindow of the end, so that a word (and a
+// secret, which holds no blank) is never split between two chunks that are
+// redacted apart; else on a UTF-8 boundary.
+func blankCut(window []byte) int {
+	if i := bytes.LastIndexAny(window[len(window)-chunkBlankWindow:], " \t"); i >= 0 {
+		return len(window) - chunkBlankWindow + i + 1
+	}
+	return utf8Boundary(window, len(window))
 }
 
 // utf8Boundary returns the largest n' <= n at which b can be split without

@@ -32,15 +32,17 @@ const redactRounds = 4
 
 var (
 	privateKeyBlock = regexp.MustCompile(`(?s)-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\z)`)
-	// tokenRules are credentials recognised by their form; each starts at
-	// a word boundary.
+	// tokenRules are credentials recognised by their form. "sk-" and
+	// "bearer" start at a word boundary (they occur inside ordinary words);
+	// the others are distinctive enough to be masked inside a word too
+	// ("xghp_…" is still a token).
 	tokenRules = []tokenRule{
 		{prefix: "sk-", re: regexp.MustCompile(`^sk-[A-Za-z0-9_-]{16,}`)},
-		{prefix: "AIza", re: regexp.MustCompile(`^AIza[0-9A-Za-z_-]{35}`)},
-		{prefix: "gh", re: regexp.MustCompile(`^gh[pousr]_[A-Za-z0-9]{20,}`)},
-		{prefix: "github_pat_", re: regexp.MustCompile(`^github_pat_[A-Za-z0-9_]{22,}`)},
-		{prefix: "xox", re: regexp.MustCompile(`^xox[abprs]-[A-Za-z0-9-]{10,}`)},
-		{prefix: "AKIA", re: regexp.MustCompile(`^AKIA[0-9A-Z]{16}`)},
+		{prefix: "AIza", inWord: true, re: regexp.MustCompile(`^AIza[0-9A-Za-z_-]{35}`)},
+		{prefix: "gh", inWord: true, re: regexp.MustCompile(`^gh[pousr]_[A-Za-z0-9]{20,}`)},
+		{prefix: "github_pat_", inWord: true, re: regexp.MustCompile(`^github_pat_[A-Za-z0-9_]{22,}`)},
+		{prefix: "xox", inWord: true, re: regexp.MustCompile(`^xox[abprs]-[A-Za-z0-9-]{10,}`)},
+		{prefix: "AKIA", inWord: true, re: regexp.MustCompile(`^AKIA[0-9A-Z]{16}`)},
 		{prefix: "bearer", fold: true, re: regexp.MustCompile(`^(?i)bearer\s+[A-Za-z0-9._~+/-]{20,}=*`)},
 	}
 	// credentialValue is a credential assignment in lower case, anchored:
@@ -116,12 +118,13 @@ func redactOnce(s string) string {
 }
 
 // tokenRule is a credential recognised by its form: a match of re (which
-// is anchored) that starts with prefix at a word boundary. Matches are
+// is anchored) that starts with prefix (at a word boundary unless inWord). Matches are
 // found by searching for prefix, so that text without it costs one
 // strings.Index, and a prefix inside a word costs nothing more.
 type tokenRule struct {
 	prefix string
 	fold   bool // prefix (lower case) and re ignore ASCII case
+	inWord bool // a match may start inside a word
 	re     *regexp.Regexp
 }
 
@@ -140,7 +143,7 @@ func (r tokenRule) redact(s string) string {
 		}
 		start := pos + i
 		pos = start + 1
-		if start > 0 && isWordByte(s[start-1]) {
+		if !r.inWord && start > 0 && isWordByte(s[start-1]) {
 			continue
 		}
 		m := r.re.FindStringIndex(s[start:])

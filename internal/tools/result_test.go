@@ -116,11 +116,11 @@ func TestRedactKnownSecrets(t *testing.T) {
 // patterns; FuzzRedact checks the redactor against them.
 var referenceTokens = []*regexp.Regexp{
 	regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}`),
-	regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}`),
-	regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,}`),
-	regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{22,}`),
-	regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}`),
-	regexp.MustCompile(`\bAKIA[0-9A-Z]{16}`),
+	regexp.MustCompile(`AIza[0-9A-Za-z_-]{35}`),
+	regexp.MustCompile(`gh[pousr]_[A-Za-z0-9]{20,}`),
+	regexp.MustCompile(`github_pat_[A-Za-z0-9_]{22,}`),
+	regexp.MustCompile(`xox[abprs]-[A-Za-z0-9-]{10,}`),
+	regexp.MustCompile(`AKIA[0-9A-Z]{16}`),
 	regexp.MustCompile(`(?i)\bbearer\s+[A-Za-z0-9._~+/-]{20,}=*`),
 }
 
@@ -136,6 +136,7 @@ func FuzzRedact(f *testing.F) {
 	for _, s := range []string{
 		"key sk-abcdefghijklmnopqrstuvwx end",
 		"task-management-dashboard-service",
+		"xghp_abcdefghijklmnopqrstuvwxyz0123456789",
 		"/etc/passwd: password=hunter22",
 		`{"api_key": "abcdefgh", "password":"x1"}`,
 		"commit 4b825dc642cb6eb9a060e54bf8d69288fbee4904",
