@@ -124,7 +124,7 @@ func UnavailableHandlers() Handlers {
 }
 
 func unavailable(context.Context, *Call) Outcome {
-	return Fail(protocol.ErrOperationUnavailable, protocol.MessageOperationUnavailabe)
+	return Fail(protocol.ErrOperationUnavailable, protocol.MessageOperationUnavailable)
 }
 
 // NewConnInfo returns a copy of info whose Send uses send; a Session builds
