@@ -466,3 +466,6 @@ func TestShellDiesWithTheHelper(t *testing.T) {
 		break
 	}
 }
+
+// Pid is the helper's pid.
+func (c *Call) Pid() int { return c.pid }
