@@ -249,9 +249,6 @@ func (d *D) sized(v Value, path string, min, max int, size func(string) int, uni
 	return v.s
 }
 
-// CodePoints returns the number of Unicode code points in s.
-func CodePoints(s string) int { return utf8.RuneCountInString(s) }
-
 // ID decodes an Id: a string of 1..128 UTF-16 units.
 func (d *D) ID(v Value, path string) string { return d.String(v, path, 1, 128) }
 

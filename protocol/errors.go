@@ -46,11 +46,17 @@ var AllErrorCodes = []ErrorCode{
 
 // Standard messages the host uses for kernel-produced errors.
 const (
-	MessageHostDraining        = "Runtime Host is draining"
-	MessageHostNotReady        = "Runtime Host is not ready"
-	MessageOperationFailed     = "Runtime Host operation failed"
-	MessageOperationUnavailabe = "Runtime Host operation is unavailable in this composition"
+	MessageHostDraining         = "Runtime Host is draining"
+	MessageHostNotReady         = "Runtime Host is not ready"
+	MessageOperationFailed      = "Runtime Host operation failed"
+	MessageOperationUnavailable = "Runtime Host operation is unavailable in this composition"
 )
+
+// MessageOperationUnavailabe is the earlier, misspelled name of
+// MessageOperationUnavailable.
+//
+// Deprecated: use MessageOperationUnavailable.
+const MessageOperationUnavailabe = MessageOperationUnavailable
 
 // OpError is the error half of a response: {"code", "message"}.
 type OpError struct {

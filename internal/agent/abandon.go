@@ -26,10 +26,6 @@ type Abandoned struct {
 // of their own.
 var defaultAbandoned Abandoned
 
-// WaitAbandoned waits until every tool call abandoned by a turn without a
-// tracker of its own (Turn.Abandoned nil) has returned, or ctx ends.
-func WaitAbandoned(ctx context.Context) error { return defaultAbandoned.Wait(ctx) }
-
 // Running reports how many abandoned calls have not returned yet.
 func (a *Abandoned) Running() int {
 	a.mu.Lock()

@@ -89,12 +89,6 @@ type Sink interface {
 	Emit(ctx context.Context, ev Event) error
 }
 
-// SinkFunc adapts a function to a Sink.
-type SinkFunc func(ctx context.Context, ev Event) error
-
-// Emit implements Sink.
-func (f SinkFunc) Emit(ctx context.Context, ev Event) error { return f(ctx, ev) }
-
 // Turn outcome statuses.
 const (
 	StatusCompleted = "completed"

@@ -86,7 +86,7 @@ type Turn struct {
 	Now   func() time.Time
 	NewID func() string
 	// Abandoned tracks the tool calls the turn abandoned at a stop until
-	// they return (nil: the tracker WaitAbandoned waits for).
+	// they return (nil: a tracker of the package's own).
 	Abandoned *Abandoned
 }
 

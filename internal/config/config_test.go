@@ -1310,3 +1310,10 @@ func TestSecretFile(t *testing.T) {
 		}
 	}
 }
+
+// setHook installs the arrival hook.
+func (g *gate) setHook(fn func(mutation bool, waits int)) {
+	g.mu.Lock()
+	g.onEnqueue = fn
+	g.mu.Unlock()
+}

@@ -88,13 +88,6 @@ func (g *gate) poison(cause error) bool {
 	return true
 }
 
-// setHook installs the arrival hook.
-func (g *gate) setHook(fn func(mutation bool, waits int)) {
-	g.mu.Lock()
-	g.onEnqueue = fn
-	g.mu.Unlock()
-}
-
 // poisonedErr returns the refusal error once the gate is poisoned; g.mu is
 // held.
 func (g *gate) poisonedErr() error {

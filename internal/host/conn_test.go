@@ -357,10 +357,10 @@ func (p *panickingReader) ReadClientFrame(timeout time.Duration) (any, error) {
 	return p.Conn.ReadClientFrame(timeout)
 }
 
-// A panic on a session's own goroutine, the reader (in its own code, or in
-// a handler it runs inline), tears the session down once: the client sees
-// the close, Run returns, and the session's goroutines are gone.
-func TestPanicOnTheReaderTearsTheSessionDownOnce(t *testing.T) {
+// A panic on a Conn's own goroutine, the reader (in its own code, or in
+// a handler it runs inline), tears the Conn down once: the client sees
+// the close, Run returns, and the Conn's goroutines are gone.
+func TestPanicOnTheReaderTearsTheConnDownOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		reader bool // the transport panics, not the handler
@@ -380,7 +380,7 @@ func TestPanicOnTheReaderTearsTheSessionDownOnce(t *testing.T) {
 			if tc.reader {
 				tr = &panickingReader{Conn: pair.server}
 			}
-			s := host.NewSession(host.SessionConfig{
+			conn := host.NewConn(host.ConnConfig{
 				Transport:       tr,
 				Conn:            connInfo("panicking-reader"),
 				ResolveHandlers: func() host.Handlers { return handlers },
@@ -391,7 +391,7 @@ func TestPanicOnTheReaderTearsTheSessionDownOnce(t *testing.T) {
 				OnTeardown: func(error) { teardowns.Add(1) },
 			})
 			run := make(chan error, 1)
-			go func() { run <- s.Run() }()
+			go func() { run <- conn.Run() }()
 
 			writeRequest(t, pair.client, "first", protocol.OpTurnQuery, protocol.TurnQueryInput{SessionID: "session", TurnID: "turn"})
 			frames := readUntilClosed(t, pair.client)

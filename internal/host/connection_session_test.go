@@ -214,9 +214,9 @@ func TestSerialOutboundWriterReportsItsByteBoundBeforeItsFrameBound(t *testing.T
 	}
 }
 
-// halfClosedSession is the seed's openHalfClosedDispatchedSession: a session
+// halfClosedConn is the seed's openHalfClosedDispatchedSession: a Conn
 // with one dispatched turn.query whose client has half-closed.
-type halfClosedSession struct {
+type halfClosedConn struct {
 	pair           *transportPair
 	releaseHandler *gate
 	teardown       *gate
@@ -224,7 +224,7 @@ type halfClosedSession struct {
 	run            chan struct{}
 }
 
-func openHalfClosedDispatchedSession(t *testing.T, turnID string) *halfClosedSession {
+func openHalfClosedDispatchedConn(t *testing.T, turnID string) *halfClosedConn {
 	pair := openTransportPair(t)
 	handlerEntered, releaseHandler, teardown := newGate(), newGate(), newGate()
 	var teardownCalls atomic.Int32
@@ -234,7 +234,7 @@ func openHalfClosedDispatchedSession(t *testing.T, turnID string) *halfClosedSes
 		return host.OK(runningSnapshot(in.SessionID, in.TurnID))
 	})
 	handlers[protocol.OpHostStatus] = statusHandler
-	s := host.NewSession(host.SessionConfig{
+	conn := host.NewConn(host.ConnConfig{
 		Transport:       pair.server,
 		Conn:            connInfo(turnID + "-client"),
 		ResolveHandlers: func() host.Handlers { return handlers },
@@ -247,8 +247,8 @@ func openHalfClosedDispatchedSession(t *testing.T, turnID string) *halfClosedSes
 		},
 	})
 	run := make(chan struct{})
-	go func() { _ = s.Run(); close(run) }()
-	hs := &halfClosedSession{pair: pair, releaseHandler: releaseHandler, teardown: teardown, teardownCalls: &teardownCalls, run: run}
+	go func() { _ = conn.Run(); close(run) }()
+	hs := &halfClosedConn{pair: pair, releaseHandler: releaseHandler, teardown: teardown, teardownCalls: &teardownCalls, run: run}
 	t.Cleanup(func() {
 		releaseHandler.open()
 		_ = pair.client.Close()
@@ -264,7 +264,7 @@ func openHalfClosedDispatchedSession(t *testing.T, turnID string) *halfClosedSes
 
 // "clean read EOF drains an already dispatched response before closing"
 func TestCleanReadEOFDrainsAnAlreadyDispatchedResponseBeforeClosing(t *testing.T) {
-	hs := openHalfClosedDispatchedSession(t, "half-close")
+	hs := openHalfClosedDispatchedConn(t, "half-close")
 	hs.releaseHandler.open()
 	f := readHostFrame(t, hs.pair.client)
 	resp, ok := f.(*protocol.Response)
@@ -279,7 +279,7 @@ func TestCleanReadEOFDrainsAnAlreadyDispatchedResponseBeforeClosing(t *testing.T
 
 // "a fatal transport close during clean EOF drain tears down exactly once"
 func TestFatalTransportCloseDuringCleanEOFDrainTearsDownExactlyOnce(t *testing.T) {
-	hs := openHalfClosedDispatchedSession(t, "fatal-close-after-eof")
+	hs := openHalfClosedDispatchedConn(t, "fatal-close-after-eof")
 	_ = hs.pair.server.Close() // forced transport failure
 	within(t, hs.teardown.wait(), 10*time.Second, "fatal transport close did not interrupt EOF drain")
 	if n := hs.teardownCalls.Load(); n != 1 {
@@ -380,7 +380,7 @@ func TestConnectionResetWhileOperationAdmissionIsPendingDoesNotExecuteTheHandler
 		return host.OK(runningSnapshot(in.SessionID, in.TurnID))
 	})
 	handlers[protocol.OpHostStatus] = statusHandler
-	s := host.NewSession(host.SessionConfig{
+	conn := host.NewConn(host.ConnConfig{
 		Transport:       pair.server,
 		Conn:            connInfo("pending-admission"),
 		ResolveHandlers: func() host.Handlers { return handlers },
@@ -392,7 +392,7 @@ func TestConnectionResetWhileOperationAdmissionIsPendingDoesNotExecuteTheHandler
 		OnTeardown: func(error) { teardown.open() },
 	})
 	run := make(chan struct{})
-	go func() { _ = s.Run(); close(run) }()
+	go func() { _ = conn.Run(); close(run) }()
 
 	writeRequest(t, pair.client, "pending-request", protocol.OpTurnQuery, protocol.TurnQueryInput{SessionID: "session", TurnID: "turn"})
 	within(t, admissionEntered.wait(), 10*time.Second, "operation did not enter admission")
@@ -596,7 +596,7 @@ func TestEvictingOneSlowSubscriptionKeepsSiblingSubscriptionsAndRequestsUsable(t
 		handlers[op] = h
 	}
 	sw := &switchableWriter{w: pair.server}
-	s := host.NewSession(host.SessionConfig{
+	conn := host.NewConn(host.ConnConfig{
 		Transport:         blockableTransport{Transport: pair.server, sw: sw},
 		Conn:              connInfo("shared-subscription-connection"),
 		ResolveHandlers:   func() host.Handlers { return handlers },
@@ -606,7 +606,7 @@ func TestEvictingOneSlowSubscriptionKeepsSiblingSubscriptionsAndRequestsUsable(t
 		},
 	})
 	run := make(chan struct{})
-	go func() { _ = s.Run(); close(run) }()
+	go func() { _ = conn.Run(); close(run) }()
 	var release *gate
 	defer func() {
 		if release != nil {

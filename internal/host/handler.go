@@ -1,6 +1,6 @@
 // Package host is the Runtime Host kernel: it owns the listening socket,
 // handshakes, operation admission and counters, residencies, idle exit and
-// the drain/close order, and runs one Session per accepted connection.
+// the drain/close order, and runs one Conn per accepted connection.
 package host
 
 import (
@@ -124,10 +124,10 @@ func UnavailableHandlers() Handlers {
 }
 
 func unavailable(context.Context, *Call) Outcome {
-	return Fail(protocol.ErrOperationUnavailable, protocol.MessageOperationUnavailabe)
+	return Fail(protocol.ErrOperationUnavailable, protocol.MessageOperationUnavailable)
 }
 
-// NewConnInfo returns a copy of info whose Send uses send; a Session builds
+// NewConnInfo returns a copy of info whose Send uses send; a Conn builds
 // its own, this is for owners driven without a socket (tests, benchmarks).
 func NewConnInfo(info ConnInfo, send func(frame []byte, onDone func(error)) error) *ConnInfo {
 	info.send = send

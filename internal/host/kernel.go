@@ -106,7 +106,7 @@ type Kernel struct {
 	shutdownRequested bool
 	committed         bool
 	compDrainBegun    bool
-	accepted          map[*Session]struct{}
+	accepted          map[*Conn]struct{}
 	handshaking       map[*transport.Conn]struct{}
 	// Operation counters are atomic so admission and completion take no
 	// lock; a drain and an admission race Dekker-style on draining and
@@ -167,7 +167,7 @@ func Start(ctx context.Context, opts Options) (*Kernel, error) {
 		epoch:       uuid.NewString(),
 		createdAt:   time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
 		state:       protocol.StateStarting,
-		accepted:    make(map[*Session]struct{}),
+		accepted:    make(map[*Conn]struct{}),
 		handshaking: make(map[*transport.Conn]struct{}),
 		changed:     make(chan struct{}),
 		startupDone: make(chan struct{}),
@@ -458,15 +458,15 @@ func (k *Kernel) acceptLoop() {
 }
 
 // serveConn serves one accepted socket: the peer check, the handshake,
-// then the session. Its deferred block is the connection's one cleanup,
+// then the Conn. Its deferred block is the connection's one cleanup,
 // whatever ends it: a panic is logged with its stack and the peer and tears
-// the connection down through the session's teardown (so it is released,
+// the connection down through the Conn's teardown (so it is released,
 // its writer exits and its subscriptions close); the reason the connection
 // ended is logged; the goroutine is uncounted.
 func (k *Kernel) serveConn(t *transport.Conn) {
 	var (
 		peer        Peer
-		s           *Session
+		conn        *Conn
 		reason      = reasonHandshakeFailed
 		endErr      error
 		handshaking = true
@@ -474,9 +474,9 @@ func (k *Kernel) serveConn(t *transport.Conn) {
 	defer func() {
 		if r := recover(); r != nil {
 			reason, endErr = reasonPanic, fmt.Errorf("panic: %v", r)
-			if s != nil {
-				s.recovered(r, "")
-				s.wait()
+			if conn != nil {
+				conn.recovered(r, "")
+				conn.wait()
 			} else {
 				k.log.Error("connection panicked", "peer", peer, "panic", r, "stack", string(debug.Stack()))
 				_ = t.Close()
@@ -486,8 +486,8 @@ func (k *Kernel) serveConn(t *transport.Conn) {
 			k.endHandshake(t)
 		}
 		log := k.log.With("peer", peer)
-		if s != nil {
-			log = s.log
+		if conn != nil {
+			log = conn.log
 		}
 		level := slog.LevelInfo
 		switch reason {
@@ -518,13 +518,13 @@ func (k *Kernel) serveConn(t *transport.Conn) {
 		_ = t.Close()
 		return
 	}
-	s, reason = k.handshake(t, peer)
+	conn, reason = k.handshake(t, peer)
 	handshaking = false
 	k.endHandshake(t)
-	if s == nil {
+	if conn == nil {
 		return
 	}
-	endErr = s.Run()
+	endErr = conn.Run()
 	reason = endReason(endErr)
 }
 
@@ -548,8 +548,8 @@ func (k *Kernel) endHandshake(t *transport.Conn) {
 }
 
 // handshake reads the hello and answers it. It returns the accepted
-// session, or nil after answering or dropping the socket, with why.
-func (k *Kernel) handshake(t *transport.Conn, peer Peer) (*Session, string) {
+// Conn, or nil after answering or dropping the socket, with why.
+func (k *Kernel) handshake(t *transport.Conn, peer Peer) (*Conn, string) {
 	v, err := t.ReadFrame(k.opts.HandshakeTimeout)
 	if err != nil {
 		_ = t.Close()
@@ -589,8 +589,8 @@ func (k *Kernel) handshake(t *transport.Conn, peer Peer) (*Session, string) {
 		return nil, reasonIncompatible
 	}
 	connID := uuid.NewString()
-	var s *Session
-	s = NewSession(SessionConfig{
+	var conn *Conn
+	conn = NewConn(ConnConfig{
 		Transport: t,
 		Conn: ConnInfo{
 			HostEpoch:    k.epoch,
@@ -600,16 +600,16 @@ func (k *Kernel) handshake(t *transport.Conn, peer Peer) (*Session, string) {
 			Peer:         peer,
 		},
 		// Commands and controls outlive their client; queries get the
-		// session's connection context, derived from this one.
+		// connection's own context, derived from this one.
 		Context:           WithPeer(k.baseCtx, peer),
 		ResolveHandlers:   k.resolveHandlers,
 		ResolveContinuity: k.resolveContinuity,
 		BeginOperation:    k.beginOperation,
 		Inline:            func(op protocol.Operation) bool { return op == protocol.OpHostStatus },
-		OnTeardown:        func(error) { k.releaseConnection(s) },
+		OnTeardown:        func(error) { k.releaseConnection(conn) },
 		Logger:            k.log.With("peer", peer),
 	})
-	k.accepted[s] = struct{}{}
+	k.accepted[conn] = struct{}{}
 	k.connCount.Store(int64(len(k.accepted)))
 	k.cancelIdleLocked()
 	reply := protocol.Accepted{
@@ -619,11 +619,11 @@ func (k *Kernel) handshake(t *transport.Conn, peer Peer) (*Session, string) {
 	k.notifyLocked()
 	k.mu.Unlock()
 	if err := t.WriteValue(reply); err != nil {
-		s.teardown(reasonWriteError, err) // closes the socket, stops the writer, releases the connection
-		s.wait()
+		conn.teardown(reasonWriteError, err) // closes the socket, stops the writer, releases the connection
+		conn.wait()
 		return nil, reasonWriteError
 	}
-	return s, ""
+	return conn, ""
 }
 
 // replyAndEnd writes a final handshake reply, then ends the socket.
@@ -633,10 +633,10 @@ func (k *Kernel) replyAndEnd(t *transport.Conn, reply any) {
 	_ = t.Close()
 }
 
-func (k *Kernel) releaseConnection(s *Session) {
+func (k *Kernel) releaseConnection(c *Conn) {
 	k.mu.Lock()
-	if _, ok := k.accepted[s]; ok {
-		delete(k.accepted, s)
+	if _, ok := k.accepted[c]; ok {
+		delete(k.accepted, c)
 		k.connCount.Store(int64(len(k.accepted)))
 		k.notifyLocked()
 		k.evaluateIdleLocked()
@@ -740,7 +740,7 @@ func (l *opLease) Finish() {
 	}
 	l.Seal()
 	k := l.k
-	// Finish is the lease's last use: the session finishes each lease
+	// Finish is the lease's last use: the Conn finishes each lease
 	// exactly once, after sealing it, so it can be recycled.
 	l.k = nil
 	l.sealed.Store(false)
@@ -1006,9 +1006,9 @@ func (k *Kernel) closeSequence() {
 	}
 	// 3. snapshot sockets; wait (bounded) for operations and handshakes
 	k.mu.Lock()
-	accepted := make([]*Session, 0, len(k.accepted))
-	for s := range k.accepted {
-		accepted = append(accepted, s)
+	accepted := make([]*Conn, 0, len(k.accepted))
+	for c := range k.accepted {
+		accepted = append(accepted, c)
 	}
 	handshaking := make([]*transport.Conn, 0, len(k.handshaking))
 	for t := range k.handshaking {
@@ -1033,8 +1033,8 @@ func (k *Kernel) closeSequence() {
 	}
 	// 4. destroy what did not drain
 	if !opsDrained {
-		for _, s := range accepted {
-			s.teardown(reasonHostShutdown, errors.New("runtime host shutting down"))
+		for _, c := range accepted {
+			c.teardown(reasonHostShutdown, errors.New("runtime host shutting down"))
 		}
 	}
 	for _, t := range handshaking {

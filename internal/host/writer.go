@@ -134,16 +134,10 @@ func (ow *OutboundWriter) Enqueue(frame []byte, done Settler) error {
 	return ow.enqueue(frame, done, true)
 }
 
-// deferredWakeFrames is how many frames EnqueueDeferred lets accumulate
-// before it wakes the writer anyway.
+// deferredWakeFrames is how many deferred frames (those of a producer that
+// will call Wake soon: the reader, once its buffered requests are answered)
+// may accumulate before the writer is woken anyway.
 const deferredWakeFrames = 16
-
-// EnqueueDeferred is Enqueue for a producer that will call Wake soon (the
-// reader, once its buffered requests are answered): frames accumulate into
-// one vectored write instead of waking the writer for each.
-func (ow *OutboundWriter) EnqueueDeferred(frame []byte, done Settler) error {
-	return ow.enqueue(frame, done, false)
-}
 
 // enqueueResponse queues a response frame built in a getFrame buffer; the
 // writer recycles the buffer. A refused frame is recycled at once.

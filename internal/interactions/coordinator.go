@@ -82,17 +82,12 @@ type Options struct {
 	// a new pending interaction still fits the session snapshot (nil: only
 	// the pending list's own bound is checked).
 	ReadProjection continuity.ProjectionReader
-	// PermissionCacheSize bounds the cache of canonical permission
-	// decisions (DefaultPermissionCacheSize when zero or negative).
-	PermissionCacheSize int
 }
 
 // Coordinator is the interaction authority of one host epoch.
 type Coordinator struct {
 	opts Options
 	log  *slog.Logger
-
-	decisions *decisionCache
 
 	mu       sync.Mutex
 	runs     map[string]*runState // by run id: bound runs and closure claims
@@ -144,8 +139,7 @@ func New(opts Options) *Coordinator {
 	}
 	return &Coordinator{
 		opts: opts, log: opts.Log,
-		decisions: newDecisionCache(opts.PermissionCacheSize, readPermissionDecision(opts.Store)),
-		runs:      make(map[string]*runState), waiters: make(map[string]*waiter),
+		runs: make(map[string]*runState), waiters: make(map[string]*waiter),
 	}
 }
 

@@ -521,11 +521,3 @@ func sameError(a, b error) bool {
 	}
 	return a == b
 }
-
-// sessionCount returns the number of Sessions with per-Session state; it is
-// zero whenever no op is running or queued.
-func (g *Gate) sessionCount() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.sessions)
-}

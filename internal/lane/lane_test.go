@@ -751,3 +751,11 @@ func BenchmarkContendedRun(b *testing.B) {
 		b.Fatalf("counter = %d, want %d", counter, b.N)
 	}
 }
+
+// sessionCount returns the number of Sessions with per-Session state; it is
+// zero whenever no op is running or queued.
+func (g *Gate) sessionCount() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.sessions)
+}

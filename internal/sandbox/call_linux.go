@@ -162,9 +162,6 @@ func Start(ctx context.Context, spec Spec) (*Call, error) {
 	return nil, fmt.Errorf("sandbox helper: unexpected status %q", line)
 }
 
-// Pid is the helper's pid.
-func (c *Call) Pid() int { return c.pid }
-
 // Terminate sends SIGTERM to every process of the call.
 func (c *Call) Terminate() { c.send(ctrlTerminate) }
 

@@ -447,3 +447,6 @@ func TestShellDiesWithTheHelper(t *testing.T) {
 		break
 	}
 }
+
+// Pid is the helper's pid.
+func (c *Call) Pid() int { return c.pid }

@@ -32,18 +32,6 @@ func resolve(name string) (string, string) {
 	return base, ""
 }
 
-// IsReadOnlyProgram reports whether name, a bare command name or an absolute
-// path into /bin, /usr/bin or /usr/local/bin, is on the allowlist. Its
-// arguments still decide whether a command running it is safe.
-func IsReadOnlyProgram(name string) bool {
-	prog, why := resolve(name)
-	if why != "" {
-		return false
-	}
-	_, ok := programs[prog]
-	return ok
-}
-
 // notAllowed says why prog, which is not on the allowlist, is refused.
 func notAllowed(prog string) string {
 	if why, ok := refusals[prog]; ok {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -27,7 +28,7 @@ func TestMain(m *testing.M) {
 }
 
 // runHelper is the body of a lock-holding child process: it acquires the
-// lock named by mode, reports the outcome on stdout, holds the lock until
+// lock named by mode ("owner", or "reader" for a shared lock), reports the outcome on stdout, holds the lock until
 // stdin reaches EOF, then releases it.
 func runHelper(mode, root string) int {
 	c, err := Resolve(root, KindInteractive)
@@ -47,13 +48,13 @@ func runHelper(mode, root string) int {
 			closer = o
 		}
 	case "reader":
-		r, err := TryAcquireReader(c)
+		release, err := trySharedLock(c)
 		if err != nil {
 			fmt.Println("error:", err)
 			return 1
 		}
-		if r != nil {
-			closer = r
+		if release != nil {
+			closer = closerFunc(release)
 		}
 	default:
 		fmt.Println("error: unknown mode", mode)
@@ -70,6 +71,36 @@ func runHelper(mode, root string) int {
 		return 1
 	}
 	return 0
+}
+
+type closerFunc func()
+
+func (f closerFunc) Close() error { f(); return nil }
+
+// trySharedLock takes a shared (read) lock of c's owner.lock without
+// waiting, the lock another implementation's reader holds. It returns a nil
+// release when the lock is held exclusively. release is idempotent.
+func trySharedLock(c *Capability) (release func(), err error) {
+	dir, err := PrepareControlDirectory(c)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := open(filepath.Join(dir, LockFile), unix.O_RDWR|unix.O_APPEND|unix.O_CREAT, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	granted, err := tryLock(fd, true)
+	if err != nil || !granted {
+		unix.Close(fd)
+		return nil, err
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			unlock(fd)
+			unix.Close(fd)
+		})
+	}, nil
 }
 
 // holderProc is a child test process that holds (or failed to take) a lock.

@@ -8,19 +8,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-type access string
-
-const (
-	accessRead  access = "read"
-	accessWrite access = "write"
-)
-
 // lockHolder is an open, locked owner.lock of an interactive root.
 type lockHolder struct {
 	capability *Capability
 	controlDir string
 	lockPath   string
-	access     access
 	fd         int
 	artifact   identity
 	markers    markerCache
@@ -34,49 +26,28 @@ type lockHolder struct {
 }
 
 // Owner holds the exclusive (write) lock of an interactive root: at most one
-// owner exists per root across all processes, and no reader coexists with
-// it. Only TryAcquireOwner creates owners.
+// owner exists per root across all processes, and no holder of a shared
+// (read) lock, such as another implementation's reader, coexists with it.
+// Only TryAcquireOwner creates owners.
 type Owner struct {
 	h *lockHolder
 }
 
-// Reader holds a shared (read) lock of an interactive root. Readers coexist
-// with each other but exclude an owner. Only TryAcquireReader creates
-// readers.
-type Reader struct {
-	h *lockHolder
-}
-
 // TryAcquireOwner takes the exclusive lock of an interactive root without
-// waiting. It returns (nil, nil) when another owner or a reader holds the
-// lock.
+// waiting. It returns (nil, nil) when another process holds the lock,
+// exclusively or shared.
 func TryAcquireOwner(c *Capability) (*Owner, error) {
-	h, err := acquire(c, accessWrite)
-	if h == nil {
+	if err := requireCapability(c, KindInteractive); err != nil {
 		return nil, err
+	}
+	h, err := acquireLock(c)
+	if h == nil {
+		return nil, wrap(CodeLockFailed, err)
 	}
 	return &Owner{h: h}, nil
 }
 
-// TryAcquireReader takes a shared lock of an interactive root without
-// waiting. It returns (nil, nil) when an owner holds the lock.
-func TryAcquireReader(c *Capability) (*Reader, error) {
-	h, err := acquire(c, accessRead)
-	if h == nil {
-		return nil, err
-	}
-	return &Reader{h: h}, nil
-}
-
-func acquire(c *Capability, acc access) (*lockHolder, error) {
-	if err := requireCapability(c, KindInteractive); err != nil {
-		return nil, err
-	}
-	h, err := acquireLock(c, acc)
-	return h, wrap(CodeLockFailed, err)
-}
-
-func acquireLock(c *Capability, acc access) (*lockHolder, error) {
+func acquireLock(c *Capability) (*lockHolder, error) {
 	controlDir, err := prepareControlDirectory(c)
 	if err != nil {
 		return nil, err
@@ -94,7 +65,7 @@ func acquireLock(c *Capability, acc access) (*lockHolder, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	granted, err := tryLock(fd, acc == accessRead)
+	granted, err := tryLock(fd, false)
 	if err != nil || !granted {
 		unix.Close(fd)
 		return nil, err
@@ -111,7 +82,7 @@ func acquireLock(c *Capability, acc access) (*lockHolder, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	return &lockHolder{capability: c, controlDir: controlDir, lockPath: lockPath, access: acc, fd: fd, artifact: art}, nil
+	return &lockHolder{capability: c, controlDir: controlDir, lockPath: lockPath, fd: fd, artifact: art}, nil
 }
 
 // stableArtifact requires the open lock handle and the lock path to be the
@@ -146,7 +117,7 @@ func (h *lockHolder) begin() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return newError(CodeInvalidLease, "storage root %s lease is closed", h.access)
+		return newError(CodeInvalidLease, "storage root owner lease is closed")
 	}
 	h.inflight++
 	return nil
@@ -197,7 +168,7 @@ func (h *lockHolder) assert() error {
 		return wrap(CodeLockFailed, err)
 	}
 	if h.isClosed() {
-		return newError(CodeInvalidLease, "storage root %s lease is closed", h.access)
+		return newError(CodeInvalidLease, "storage root owner lease is closed")
 	}
 	return nil
 }
@@ -230,7 +201,7 @@ func (h *lockHolder) close() error {
 }
 
 func authenticOwner(o *Owner) error {
-	if o == nil || o.h == nil || o.h.access != accessWrite {
+	if o == nil || o.h == nil {
 		return newError(CodeInvalidOwner, "storage root owner was not issued by the storage root authority")
 	}
 	return nil
@@ -280,50 +251,4 @@ func (o *Owner) Close() error {
 		return err
 	}
 	return o.h.close()
-}
-
-func authenticReader(r *Reader) error {
-	if r == nil || r.h == nil || r.h.access != accessRead {
-		return newError(CodeInvalidLease, "storage root reader was not issued by the storage root authority")
-	}
-	return nil
-}
-
-// Capability returns the capability of the read root.
-func (r *Reader) Capability() *Capability { return r.h.capability }
-
-// ControlDirectory returns the root's private control directory.
-func (r *Reader) ControlDirectory() string { return r.h.controlDir }
-
-// LockPath returns the path of the held owner.lock.
-func (r *Reader) LockPath() string { return r.h.lockPath }
-
-// Closed reports whether Close has been called.
-func (r *Reader) Closed() bool { return r.h.isClosed() }
-
-// RunWithLease runs op with the canonical root path while holding an
-// in-flight read lease; see Owner.RunWithLease.
-func (r *Reader) RunWithLease(op func(root string) error) error {
-	if err := authenticReader(r); err != nil {
-		return err
-	}
-	return r.h.runWithLease(op)
-}
-
-// Close releases the shared lock; see Owner.Close.
-func (r *Reader) Close() error {
-	if err := authenticReader(r); err != nil {
-		return err
-	}
-	return r.h.close()
-}
-
-// Assert verifies that the reader is still open, that owner.lock is still
-// the locked file and that the root directory still carries its marker and
-// identity.
-func (r *Reader) Assert() error {
-	if err := authenticReader(r); err != nil {
-		return err
-	}
-	return r.h.assert()
 }

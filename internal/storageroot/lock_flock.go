@@ -9,7 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// tryLock takes a whole-file flock without waiting.
+// tryLock takes a whole-file flock without waiting. The owner's lock is
+// exclusive; shared asks for the read lock another implementation's reader
+// holds.
 func tryLock(fd int, shared bool) (bool, error) {
 	how := unix.LOCK_EX | unix.LOCK_NB
 	if shared {

@@ -9,7 +9,8 @@ import (
 
 // tryLock takes a whole-file open-file-description lock without waiting,
 // the primitive other implementations of the storage root authority use on
-// Linux, so that they arbitrate correctly against this one.
+// Linux, so that they arbitrate correctly against this one. The owner's
+// lock is exclusive; shared asks for the read lock such a reader holds.
 func tryLock(fd int, shared bool) (bool, error) {
 	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 0}
 	if shared {

@@ -23,17 +23,19 @@ func mustOwner(t *testing.T, c *Capability) *Owner {
 	return o
 }
 
-func mustReader(t *testing.T, c *Capability) *Reader {
+// mustShared takes a shared lock of c's owner.lock and returns its release
+// (which the test's cleanup calls too).
+func mustShared(t *testing.T, c *Capability) (release func()) {
 	t.Helper()
-	r, err := TryAcquireReader(c)
+	release, err := trySharedLock(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r == nil {
-		t.Fatal("reader lock not granted")
+	if release == nil {
+		t.Fatal("shared lock not granted")
 	}
-	t.Cleanup(func() { _ = r.Close() })
-	return r
+	t.Cleanup(release)
+	return release
 }
 
 func wantOwnerContended(t *testing.T, c *Capability) {
@@ -48,15 +50,15 @@ func wantOwnerContended(t *testing.T, c *Capability) {
 	}
 }
 
-func wantReaderContended(t *testing.T, c *Capability) {
+func wantSharedContended(t *testing.T, c *Capability) {
 	t.Helper()
-	r, err := TryAcquireReader(c)
+	release, err := trySharedLock(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r != nil {
-		_ = r.Close()
-		t.Fatal("reader lock granted while contended")
+	if release != nil {
+		release()
+		t.Fatal("shared lock granted while contended")
 	}
 }
 
@@ -161,7 +163,7 @@ func TestPrepareControlDirectoryInsecure(t *testing.T) {
 		writeFile(t, filepath.Join(ns, c.RootID()), nil)
 		_, err := PrepareControlDirectory(c)
 		wantCode(t, err, CodeControlIOFailed)
-		_, err = TryAcquireReader(c)
+		_, err = TryAcquireOwner(c)
 		wantCode(t, err, CodeControlIOFailed)
 	})
 }
@@ -184,11 +186,8 @@ func TestCapabilityAuthenticity(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			_, err := TryAcquireOwner(forged)
 			wantCode(t, err, CodeInvalidCapability)
-			_, err = TryAcquireReader(forged)
-			wantCode(t, err, CodeInvalidCapability)
 			_, err = PrepareControlDirectory(forged)
 			wantCode(t, err, CodeInvalidCapability)
-			wantCode(t, AssertCapability(forged), CodeInvalidCapability)
 		})
 	}
 	headless, err := Resolve(filepath.Join(t.TempDir(), "h"), KindHeadless)
@@ -196,8 +195,6 @@ func TestCapabilityAuthenticity(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = TryAcquireOwner(headless)
-	wantCode(t, err, CodeInvalidCapability)
-	_, err = TryAcquireReader(headless)
 	wantCode(t, err, CodeInvalidCapability)
 }
 
@@ -227,7 +224,7 @@ func TestOwnerLockInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantOwnerContended(t, c2)
-	wantReaderContended(t, c2)
+	wantSharedContended(t, c2)
 	if err := o.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -238,16 +235,12 @@ func TestOwnerLockInProcess(t *testing.T) {
 		t.Fatal("owner not closed")
 	}
 	wantCode(t, o.Assert(), CodeInvalidLease)
-	r1 := mustReader(t, c)
-	r2 := mustReader(t, c2)
+	release1 := mustShared(t, c)
+	release2 := mustShared(t, c2)
 	wantOwnerContended(t, c)
-	if err := r1.Close(); err != nil {
-		t.Fatal(err)
-	}
+	release1()
 	wantOwnerContended(t, c)
-	if err := r2.Close(); err != nil {
-		t.Fatal(err)
-	}
+	release2()
 	o2 := mustOwner(t, c)
 	if err := o2.Close(); err != nil {
 		t.Fatal(err)
@@ -263,11 +256,6 @@ func TestOwnerAuthenticity(t *testing.T) {
 	wantCode(t, (&Owner{}).Assert(), CodeInvalidOwner)
 	wantCode(t, (&Owner{}).Close(), CodeInvalidOwner)
 	wantCode(t, (&Owner{}).RunWithLease(func(string) error { return nil }), CodeInvalidOwner)
-	c := resolveInteractive(t)
-	r := mustReader(t, c)
-	wantCode(t, (&Owner{h: r.h}).Assert(), CodeInvalidOwner)
-	wantCode(t, (&Reader{}).RunWithLease(func(string) error { return nil }), CodeInvalidLease)
-	wantCode(t, (&Reader{}).Close(), CodeInvalidLease)
 }
 
 func TestLockArtifactErrors(t *testing.T) {
@@ -281,8 +269,6 @@ func TestLockArtifactErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := TryAcquireOwner(c)
-		wantCode(t, err, CodeLockFailed)
-		_, err = TryAcquireReader(c)
 		wantCode(t, err, CodeLockFailed)
 	})
 	t.Run("symlink", func(t *testing.T) {
@@ -453,31 +439,8 @@ func TestRunWithLeaseAndClose(t *testing.T) {
 	mustOwner(t, c)
 }
 
-func TestReaderLease(t *testing.T) {
-	c := resolveInteractive(t)
-	r := mustReader(t, c)
-	if r.Capability() != c || r.LockPath() != filepath.Join(r.ControlDirectory(), LockFile) {
-		t.Fatal("reader accessors")
-	}
-	var got string
-	if err := r.RunWithLease(func(root string) error { got = root; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if got != c.Path() {
-		t.Fatalf("lease root %s", got)
-	}
-	if err := r.Assert(); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
-	wantCode(t, r.RunWithLease(func(string) error { return nil }), CodeInvalidLease)
-	wantCode(t, r.Assert(), CodeInvalidLease)
-}
-
 func TestLockArbitrationAcrossProcesses(t *testing.T) {
-	t.Run("writer excludes writers and readers", func(t *testing.T) {
+	t.Run("writer excludes writers and shared holders", func(t *testing.T) {
 		c := resolveInteractive(t)
 		owner := startHolder(t, c.Path(), "owner")
 		if owner.result != "granted" {
@@ -490,7 +453,7 @@ func TestLockArbitrationAcrossProcesses(t *testing.T) {
 			t.Fatalf("reader process: %s", r)
 		}
 		wantOwnerContended(t, c)
-		wantReaderContended(t, c)
+		wantSharedContended(t, c)
 		owner.release(t)
 		o := mustOwner(t, c)
 		if r := startHolder(t, c.Path(), "reader").result; r != "contended" {
@@ -500,14 +463,14 @@ func TestLockArbitrationAcrossProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	t.Run("readers coexist and exclude writers", func(t *testing.T) {
+	t.Run("shared holders coexist and exclude writers", func(t *testing.T) {
 		c := resolveInteractive(t)
 		r1 := startHolder(t, c.Path(), "reader")
 		r2 := startHolder(t, c.Path(), "reader")
 		if r1.result != "granted" || r2.result != "granted" {
 			t.Fatalf("readers: %s %s", r1.result, r2.result)
 		}
-		r := mustReader(t, c)
+		release := mustShared(t, c)
 		if res := startHolder(t, c.Path(), "owner").result; res != "contended" {
 			t.Fatalf("owner process against readers: %s", res)
 		}
@@ -517,9 +480,7 @@ func TestLockArbitrationAcrossProcesses(t *testing.T) {
 		if res := startHolder(t, c.Path(), "owner").result; res != "contended" {
 			t.Fatalf("owner process against in-process reader: %s", res)
 		}
-		if err := r.Close(); err != nil {
-			t.Fatal(err)
-		}
+		release()
 		o := startHolder(t, c.Path(), "owner")
 		if o.result != "granted" {
 			t.Fatalf("owner after readers left: %s", o.result)

@@ -180,16 +180,9 @@ func readMarkerOfKind(root string, kind Kind) (marker, error) {
 	return m, nil
 }
 
-type publishMode int
-
-const (
-	publishCreate publishMode = iota
-	publishReplace
-)
-
-// publishMarker atomically publishes contents as the marker of root. In
-// create mode an existing marker wins and published is false.
-func publishMarker(root string, contents []byte, mode publishMode, prePublish func() error) (published bool, err error) {
+// publishMarker atomically publishes contents as the marker of root. An
+// existing marker wins and published is false.
+func publishMarker(root string, contents []byte, prePublish func() error) (published bool, err error) {
 	if len(contents) > MaxMarkerBytes {
 		return false, newError(CodeInvalidMarker, "marker of %d bytes exceeds %d", len(contents), MaxMarkerBytes)
 	}
@@ -219,18 +212,11 @@ func publishMarker(root string, contents []byte, mode publishMode, prePublish fu
 			return false, err
 		}
 	}
-	switch mode {
-	case publishCreate:
-		if err := os.Link(tmp, target); err != nil {
-			if errors.Is(err, os.ErrExist) {
-				return false, nil
-			}
-			return false, err
+	if err := os.Link(tmp, target); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return false, nil
 		}
-	default:
-		if err := os.Rename(tmp, target); err != nil {
-			return false, err
-		}
+		return false, err
 	}
 	if err := syncDir(root); err != nil {
 		return false, err
@@ -254,7 +240,7 @@ func ensureMarker(root string, kind Kind, id identity) (marker, error) {
 		return marker{}, err
 	}
 	m := marker{kind: kind, rootID: rootID, dev: id.devString(), ino: id.inoString()}
-	if _, err := publishMarker(root, m.encode(), publishCreate, func() error { return checkPathIdentity(root, id) }); err != nil {
+	if _, err := publishMarker(root, m.encode(), func() error { return checkPathIdentity(root, id) }); err != nil {
 		return marker{}, err
 	}
 	return readMarkerOfKind(root, kind)

@@ -166,69 +166,6 @@ func resolveExisting(path string, kind Kind, expectedRootID string) (*Capability
 	return newCapability(kind, canonical, m.rootID, id), nil
 }
 
-// AdoptOnImport opens a storage root that was moved or copied to path,
-// keeping its root id and rebinding its marker to the directory at path.
-func AdoptOnImport(path string, kind Kind, expectedRootID string) (*Capability, error) {
-	if err := validateKind(kind); err != nil {
-		return nil, err
-	}
-	c, err := adopt(path, kind, expectedRootID)
-	return c, wrap(CodeRootIOFailed, err)
-}
-
-func adopt(path string, kind Kind, expectedRootID string) (*Capability, error) {
-	canonical, id, err := resolveExistingPath(path)
-	if err != nil {
-		return nil, err
-	}
-	m, err := readMarkerOfKind(canonical, kind)
-	if err != nil {
-		return nil, err
-	}
-	if m.rootID != expectedRootID {
-		return nil, newError(CodeRootIdentityCollision, "root %s has id %s, not the expected id", canonical, m.rootID)
-	}
-	if err := checkPathIdentity(canonical, id); err != nil {
-		return nil, err
-	}
-	if !m.matches(id) {
-		again, err := readMarker(canonical)
-		if err != nil {
-			return nil, err
-		}
-		if again.kind != kind || again.rootID != expectedRootID {
-			return nil, newError(CodeRootIdentityCollision, "marker of %s changed during adoption", canonical)
-		}
-		adopted := marker{kind: again.kind, rootID: again.rootID, dev: id.devString(), ino: id.inoString()}
-		if _, err := publishMarker(canonical, adopted.encode(), publishReplace, func() error { return checkPathIdentity(canonical, id) }); err != nil {
-			return nil, err
-		}
-		if err := checkPathIdentity(canonical, id); err != nil {
-			return nil, err
-		}
-		after, err := readMarkerOfKind(canonical, kind)
-		if err != nil {
-			return nil, err
-		}
-		if after.rootID != expectedRootID || !after.matches(id) {
-			return nil, newError(CodeRootIdentityChanged, "marker of %s changed during adoption", canonical)
-		}
-	}
-	if _, err := confirmSnapshot(canonical, id, func() (marker, error) { return readMarkerOfKind(canonical, kind) }, expectedRootID, true, CodeRootIdentityChanged); err != nil {
-		return nil, err
-	}
-	return newCapability(kind, canonical, expectedRootID, id), nil
-}
-
-// AssertCapability re-validates a capability against the filesystem: the
-// directory must still be the one it was issued for and carry its marker.
-func AssertCapability(c *Capability) error {
-	if err := requireCapability(c, ""); err != nil {
-		return err
-	}
-	return assertRoot(c)
-}
-
 // assertRoot is the full root identity assertion: snapshot confirmation with
 // a kind-checked marker read and the capability's root id.
 func assertRoot(c *Capability) error {

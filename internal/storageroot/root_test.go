@@ -145,8 +145,6 @@ func TestInvalidRootKind(t *testing.T) {
 	wantCode(t, err, CodeInvalidRootKind)
 	_, err = ResolveExisting(path, "Interactive", strings.Repeat("a", 64))
 	wantCode(t, err, CodeInvalidRootKind)
-	_, err = AdoptOnImport(path, "x", strings.Repeat("a", 64))
-	wantCode(t, err, CodeInvalidRootKind)
 	if _, err := os.Lstat(path); !os.IsNotExist(err) {
 		t.Fatalf("invalid kind created the root: %v", err)
 	}
@@ -166,8 +164,6 @@ func TestInvalidRoot(t *testing.T) {
 		_, err = Discover(p)
 		wantCode(t, err, CodeInvalidRoot)
 		_, err = ResolveExisting(p, KindInteractive, strings.Repeat("a", 64))
-		wantCode(t, err, CodeInvalidRoot)
-		_, err = AdoptOnImport(p, KindInteractive, strings.Repeat("a", 64))
 		wantCode(t, err, CodeInvalidRoot)
 	}
 }
@@ -197,8 +193,6 @@ func TestRootNotFound(t *testing.T) {
 		wantCode(t, err, CodeRootNotFound)
 		_, err = ResolveExisting(p, KindHeadless, id)
 		wantCode(t, err, CodeRootNotFound)
-		_, err = AdoptOnImport(p, KindHeadless, id)
-		wantCode(t, err, CodeRootNotFound)
 	}
 }
 
@@ -207,8 +201,6 @@ func TestRootUnmarked(t *testing.T) {
 	_, err := Discover(dir)
 	wantCode(t, err, CodeRootUnmarked)
 	_, err = ResolveExisting(dir, KindInteractive, strings.Repeat("a", 64))
-	wantCode(t, err, CodeRootUnmarked)
-	_, err = AdoptOnImport(dir, KindInteractive, strings.Repeat("a", 64))
 	wantCode(t, err, CodeRootUnmarked)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -416,8 +408,6 @@ func TestKindMismatch(t *testing.T) {
 	wantCode(t, err, CodeRootKindMismatch)
 	_, err = ResolveExisting(dir, KindHeadless, c.RootID())
 	wantCode(t, err, CodeRootKindMismatch)
-	_, err = AdoptOnImport(dir, KindHeadless, c.RootID())
-	wantCode(t, err, CodeRootKindMismatch)
 	d, err := Discover(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -478,26 +468,26 @@ func TestReplacedRootDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := AssertCapability(c); err != nil {
+	if err := assertRoot(c); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(dir, filepath.Join(base, "moved")); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, AssertCapability(c), CodeRootIdentityChanged)
+	wantCode(t, assertRoot(c), CodeRootIdentityChanged)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	_, err = ResolveExisting(dir, KindHeadless, c.RootID())
 	wantCode(t, err, CodeRootUnmarked)
-	wantCode(t, AssertCapability(c), CodeRootIdentityChanged)
+	wantCode(t, assertRoot(c), CodeRootIdentityChanged)
 	writeFile(t, filepath.Join(dir, MarkerFile), readFile(t, filepath.Join(base, "moved", MarkerFile)))
 	_, err = ResolveExisting(dir, KindHeadless, c.RootID())
 	wantCode(t, err, CodeRootIdentityChanged)
-	wantCode(t, AssertCapability(c), CodeRootIdentityChanged)
+	wantCode(t, assertRoot(c), CodeRootIdentityChanged)
 }
 
-func TestAssertCapabilityDetectsMarkerChanges(t *testing.T) {
+func TestAssertRootDetectsMarkerChanges(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "root")
 	c, err := Resolve(dir, KindHeadless)
 	if err != nil {
@@ -508,63 +498,14 @@ func TestAssertCapabilityDetectsMarkerChanges(t *testing.T) {
 	if err := os.Remove(marker); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, AssertCapability(c), CodeRootUnmarked)
+	wantCode(t, assertRoot(c), CodeRootUnmarked)
 	writeFile(t, marker, []byte(strings.Replace(string(original), c.RootID(), strings.Repeat("0", 64), 1)))
-	wantCode(t, AssertCapability(c), CodeRootIdentityChanged)
+	wantCode(t, assertRoot(c), CodeRootIdentityChanged)
 	writeFile(t, marker, []byte(strings.Replace(string(original), "headless", "interactive", 1)))
-	wantCode(t, AssertCapability(c), CodeRootKindMismatch)
+	wantCode(t, assertRoot(c), CodeRootKindMismatch)
 	writeFile(t, marker, original)
-	if err := AssertCapability(c); err != nil {
+	if err := assertRoot(c); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestAdoptOnImport(t *testing.T) {
-	src := filepath.Join(t.TempDir(), "root")
-	c, err := Resolve(src, KindHeadless)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst := copyRoot(t, src)
-
-	_, err = AdoptOnImport(dst, KindHeadless, strings.Repeat("0", 64))
-	wantCode(t, err, CodeRootIdentityCollision)
-	_, err = AdoptOnImport(dst, KindInteractive, c.RootID())
-	wantCode(t, err, CodeRootKindMismatch)
-
-	a, err := AdoptOnImport(dst, KindHeadless, c.RootID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a.RootID() != c.RootID() || a.Kind() != KindHeadless {
-		t.Fatalf("adopted %s %s", a.RootID(), a.Kind())
-	}
-	dev, ino := dirIdentity(t, dst)
-	want := fmt.Sprintf(`{"schemaVersion":1,"kind":"headless","rootId":"%s","rootIdentity":{"dev":"%d","ino":"%d"}}`+"\n", c.RootID(), dev, ino)
-	if got := string(readFile(t, filepath.Join(dst, MarkerFile))); got != want {
-		t.Fatalf("adopted marker %q, want %q", got, want)
-	}
-	entries, err := os.ReadDir(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(entries) != 1 {
-		t.Fatalf("adoption left %v", entries)
-	}
-	d, err := Discover(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d.RootID() != c.RootID() {
-		t.Fatal("discovered another id after adoption")
-	}
-	// adopting a root that is already bound is a no-op
-	before := readFile(t, filepath.Join(dst, MarkerFile))
-	if _, err := AdoptOnImport(dst, KindHeadless, c.RootID()); err != nil {
-		t.Fatal(err)
-	}
-	if string(readFile(t, filepath.Join(dst, MarkerFile))) != string(before) {
-		t.Fatal("adoption of a bound root rewrote the marker")
 	}
 }
 
@@ -645,13 +586,13 @@ func TestConcurrentKindRace(t *testing.T) {
 
 func TestPublishMarker(t *testing.T) {
 	dir := t.TempDir()
-	_, err := publishMarker(dir, make([]byte, MaxMarkerBytes+1), publishCreate, nil)
+	_, err := publishMarker(dir, make([]byte, MaxMarkerBytes+1), nil)
 	wantCode(t, err, CodeInvalidMarker)
-	published, err := publishMarker(dir, []byte("first\n"), publishCreate, nil)
+	published, err := publishMarker(dir, []byte("first\n"), nil)
 	if err != nil || !published {
 		t.Fatalf("first publish: %v %v", published, err)
 	}
-	published, err = publishMarker(dir, []byte("second\n"), publishCreate, nil)
+	published, err = publishMarker(dir, []byte("second\n"), nil)
 	if err != nil || published {
 		t.Fatalf("create over an existing marker: %v %v", published, err)
 	}
@@ -659,14 +600,12 @@ func TestPublishMarker(t *testing.T) {
 		t.Fatalf("marker %q", got)
 	}
 	refused := fmt.Errorf("refused")
-	if _, err := publishMarker(dir, []byte("third\n"), publishReplace, func() error { return refused }); err != refused {
+	fresh := t.TempDir()
+	if _, err := publishMarker(fresh, []byte("third\n"), func() error { return refused }); err != refused {
 		t.Fatalf("pre-publish error = %v", err)
 	}
-	if published, err = publishMarker(dir, []byte("fourth\n"), publishReplace, nil); err != nil || !published {
-		t.Fatalf("replace: %v %v", published, err)
-	}
-	if got := string(readFile(t, filepath.Join(dir, MarkerFile))); got != "fourth\n" {
-		t.Fatalf("marker %q", got)
+	if entries, err := os.ReadDir(fresh); err != nil || len(entries) != 0 {
+		t.Fatalf("a refused publish left %v (%v)", entries, err)
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {

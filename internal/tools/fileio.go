@@ -160,13 +160,6 @@ func lockPath(path string) (unlock func()) {
 	}
 }
 
-// pathLockCount reports how many files currently have a lock entry.
-func pathLockCount() int {
-	pathLocks.Lock()
-	defer pathLocks.Unlock()
-	return len(pathLocks.m)
-}
-
 // writeFileAtomic replaces path with data: it writes a temporary file in
 // the same directory, syncs it, renames it over path and syncs the
 // directory. An existing file keeps its permission bits; a new one gets

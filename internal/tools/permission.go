@@ -257,9 +257,6 @@ func NewEngine(p Policy) *Engine {
 	return e
 }
 
-// Mode returns the engine's permission mode.
-func (e *Engine) Mode() Mode { return e.p.Mode }
-
 // callSandbox is the sandbox a Bash call of the policy runs in: read-only
 // in explore, the session's sandbox in ask and execute, none in bypass or
 // where the machine cannot enforce one.

@@ -117,3 +117,10 @@ func TestPathLockExcludes(t *testing.T) {
 		t.Errorf("%d entries left", n)
 	}
 }
+
+// pathLockCount reports how many files currently have a lock entry.
+func pathLockCount() int {
+	pathLocks.Lock()
+	defer pathLocks.Unlock()
+	return len(pathLocks.m)
+}

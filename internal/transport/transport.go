@@ -369,13 +369,3 @@ func (c *Conn) PeerClosed() bool {
 
 // Closed is closed once Close has been called.
 func (c *Conn) Closed() <-chan struct{} { return c.closed }
-
-// IsClosed reports whether Close has been called.
-func (c *Conn) IsClosed() bool {
-	select {
-	case <-c.closed:
-		return true
-	default:
-		return false
-	}
-}

@@ -171,8 +171,10 @@ func TestFramingErrorsAreReported(t *testing.T) {
 
 func TestCloseIsIdempotentAndObservable(t *testing.T) {
 	_, s := unixPair(t)
-	if s.IsClosed() {
+	select {
+	case <-s.Closed():
 		t.Fatal("closed before Close")
+	default:
 	}
 	s.Close()
 	s.Close()

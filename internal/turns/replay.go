@@ -94,17 +94,6 @@ type recordEvent struct {
 	payload  []byte
 }
 
-// buildHistory turns record events, in order, into model messages.
-func buildHistory(events []recordEvent) ([]model.Message, error) {
-	h := newHistory()
-	for _, ev := range events {
-		if err := h.add(ev); err != nil {
-			return nil, err
-		}
-	}
-	return h.messages(), nil
-}
-
 // history is a conversation rebuilt from record events, which can be
 // extended by later events. A result answers the latest unanswered call
 // with its tool use id (ids may repeat across steps and turns).

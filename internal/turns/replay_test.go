@@ -470,3 +470,14 @@ func TestHistoryCacheBound(t *testing.T) {
 		t.Fatalf("replacing a history: size %d, %d entries", c.size, c.order.Len())
 	}
 }
+
+// buildHistory turns record events, in order, into model messages.
+func buildHistory(events []recordEvent) ([]model.Message, error) {
+	h := newHistory()
+	for _, ev := range events {
+		if err := h.add(ev); err != nil {
+			return nil, err
+		}
+	}
+	return h.messages(), nil
+}

@@ -18,7 +18,7 @@ import (
 // one more tears the connection down.
 const MaxInFlight = 64
 
-// Transport is what a Session needs from its connection.
+// Transport is the framed socket a Conn reads from and writes to.
 type Transport interface {
 	// ReadClientFrame returns the next *protocol.Hello or *protocol.Request.
 	ReadClientFrame(timeout time.Duration) (any, error)
@@ -34,8 +34,8 @@ type Transport interface {
 
 var _ Transport = (*transport.Conn)(nil)
 
-// SessionConfig configures a Session.
-type SessionConfig struct {
+// ConnConfig configures a Conn.
+type ConnConfig struct {
 	Transport Transport
 	Conn      ConnInfo
 	// Context carries the connection's values (its peer) and outlives the
@@ -59,11 +59,11 @@ type SessionConfig struct {
 	Logger *slog.Logger
 }
 
-// Session serves one accepted connection: it reads requests, dispatches them
+// Conn serves one accepted connection: it reads requests, dispatches them
 // concurrently, and sends responses and push frames through one bounded
 // serial writer.
-type Session struct {
-	cfg  SessionConfig
+type Conn struct {
+	cfg  ConnConfig
 	out  *OutboundWriter
 	conn *ConnInfo
 	log  *slog.Logger
@@ -97,7 +97,7 @@ const (
 	reasonTransportClosed  = "transport_closed"
 	reasonPanic            = "panic"
 	reasonHostShutdown     = "host_shutdown"
-	// Before a session exists (the kernel's handshake).
+	// Before a Conn exists (the kernel's handshake).
 	reasonRefused         = "refused"
 	reasonHandshakeFailed = "handshake_failed"
 	reasonDraining        = "draining"
@@ -132,49 +132,46 @@ func endReason(err error) string {
 	return reasonReadError
 }
 
-// NewSession prepares a session; Run serves it.
-func NewSession(cfg SessionConfig) *Session {
+// NewConn prepares a connection; Run serves it.
+func NewConn(cfg ConnConfig) *Conn {
 	if cfg.Context == nil {
 		cfg.Context = context.Background()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Session{
+	c := &Conn{
 		cfg:      cfg,
 		inflight: make(map[string]struct{}),
 		fatal:    make(chan struct{}),
 		log:      cfg.Logger.With("connection", cfg.Conn.ConnectionID),
 	}
-	s.ctx, s.cancel = context.WithCancelCause(cfg.Context)
-	s.out = NewOutboundWriter(cfg.Transport, func(err error) {
+	c.ctx, c.cancel = context.WithCancelCause(cfg.Context)
+	c.out = NewOutboundWriter(cfg.Transport, func(err error) {
 		var p *panicError
 		if errors.As(err, &p) {
 			// A frame's callback panicked (on whichever goroutine settled
 			// it): logged even when the connection is ending already.
-			s.log.Error("connection panicked", "panic", p.value, "stack", string(p.stack))
-			s.teardown(reasonPanic, p)
+			c.log.Error("connection panicked", "panic", p.value, "stack", string(p.stack))
+			c.teardown(reasonPanic, p)
 			return
 		}
-		if !s.ending.Load() { // the session itself is closing the writer
+		if !c.ending.Load() { // the connection itself is closing the writer
 			reason := reasonWriteError
 			var overflow *OutboundQueueError
 			if errors.As(err, &overflow) {
 				reason = reasonOutboundOverflow
 			}
-			s.teardown(reason, fmt.Errorf("outbound: %w", err))
+			c.teardown(reason, fmt.Errorf("outbound: %w", err))
 		}
 	})
 	conn := cfg.Conn
 	conn.send = func(frame []byte, onDone func(error)) error {
-		return s.out.Enqueue(frame, SettleFunc(onDone))
+		return c.out.Enqueue(frame, SettleFunc(onDone))
 	}
-	s.conn = &conn
-	return s
+	c.conn = &conn
+	return c
 }
-
-// Conn returns the connection identity handed to handlers.
-func (s *Session) Conn() *ConnInfo { return s.conn }
 
 // Run serves the connection until it ends and every dispatched operation has
 // settled. It returns why the connection ended (nil for a clean end).
@@ -183,33 +180,33 @@ func (s *Session) Conn() *ConnInfo { return s.conn }
 // is logged and tears this connection down like any other fatal error, so
 // the connection is released, its writer exits and its subscriptions
 // close; other connections are not touched.
-func (s *Session) Run() (err error) {
+func (c *Conn) Run() (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			s.recovered(r, "")
+			c.recovered(r, "")
 		}
-		s.wait()
-		s.mu.Lock()
-		if e := s.endErr; e != nil && e.reason != reasonClientEOF {
+		c.wait()
+		c.mu.Lock()
+		if e := c.endErr; e != nil && e.reason != reasonClientEOF {
 			err = e
 		}
-		s.mu.Unlock()
+		c.mu.Unlock()
 	}()
 	for {
-		f, err := s.cfg.Transport.ReadClientFrame(0)
+		f, err := c.cfg.Transport.ReadClientFrame(0)
 		if err != nil {
 			switch {
 			case transport.IsCode(err, transport.CodeReadEOF):
-				s.drainAfterEOF()
+				c.drainAfterEOF()
 			case isProtocolError(err):
-				s.teardown(reasonProtocolError, err)
+				c.teardown(reasonProtocolError, err)
 			default:
-				s.teardown(reasonReadError, err)
+				c.teardown(reasonReadError, err)
 			}
 			return nil
 		}
-		if err := s.accept(f); err != nil {
-			s.teardown(reasonProtocolError, err)
+		if err := c.accept(f); err != nil {
+			c.teardown(reasonProtocolError, err)
 			return nil
 		}
 	}
@@ -217,9 +214,9 @@ func (s *Session) Run() (err error) {
 
 // wait returns once every dispatched operation has settled and the writer
 // has exited.
-func (s *Session) wait() {
-	s.ops.Wait()
-	<-s.out.Done()
+func (c *Conn) wait() {
+	c.ops.Wait()
+	<-c.out.Done()
 }
 
 func isProtocolError(err error) bool {
@@ -229,71 +226,71 @@ func isProtocolError(err error) bool {
 
 // recovered logs a panic of this connection (with its stack; the logger
 // carries the connection and its peer) and tears the connection down.
-func (s *Session) recovered(r any, op protocol.Operation) {
+func (c *Conn) recovered(r any, op protocol.Operation) {
 	attrs := []any{"panic", r, "stack", string(debug.Stack())}
 	if op != "" {
 		attrs = append(attrs, "operation", op)
 	}
-	s.log.Error("connection panicked", attrs...)
-	s.teardown(reasonPanic, fmt.Errorf("panic: %v", r))
+	c.log.Error("connection panicked", attrs...)
+	c.teardown(reasonPanic, fmt.Errorf("panic: %v", r))
 }
 
 // accept decodes one request and dispatches it; an error is fatal to the
 // connection.
-func (s *Session) accept(f any) error {
+func (c *Conn) accept(f any) error {
 	req, ok := f.(*protocol.Request)
 	if !ok {
 		return &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "hello after acceptance"}
 	}
-	s.mu.Lock()
-	if s.ended {
-		s.mu.Unlock()
+	c.mu.Lock()
+	if c.ended {
+		c.mu.Unlock()
 		return errors.New("connection ended")
 	}
-	if _, dup := s.inflight[req.RequestID]; dup {
-		s.mu.Unlock()
+	if _, dup := c.inflight[req.RequestID]; dup {
+		c.mu.Unlock()
 		return &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "duplicate in-flight requestId"}
 	}
-	if len(s.inflight) >= MaxInFlight {
-		s.mu.Unlock()
+	if len(c.inflight) >= MaxInFlight {
+		c.mu.Unlock()
 		return &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "more than 64 requests in flight"}
 	}
-	inline := s.cfg.Inline != nil && s.cfg.Inline(req.Operation.Key)
+	inline := c.cfg.Inline != nil && c.cfg.Inline(req.Operation.Key)
 	if !inline {
 		// An inline request is answered before the next frame is read, so
 		// it never needs tracking.
-		s.inflight[req.RequestID] = struct{}{}
+		c.inflight[req.RequestID] = struct{}{}
 	}
-	s.ops.Add(1)
-	s.mu.Unlock()
+	c.ops.Add(1)
+	c.mu.Unlock()
 	if inline {
-		s.dispatchInline(req) // answered on this goroutine, written below
+		c.dispatchInline(req) // answered on this goroutine, written below
 	} else {
-		go s.dispatch(req)
+		go c.dispatch(req)
 	}
 	// Inline answers wait in the writer's queue until no further request is
 	// buffered or already sent; then they are written here, a pipelined
 	// burst in one write. This runs after every request, so an inline
 	// answer is never left queued while the reader blocks.
-	t := s.cfg.Transport
+	t := c.cfg.Transport
 	if !t.HasBufferedFrame() && !(t.TryFill() && t.HasBufferedFrame()) {
-		s.flushBufs = s.out.Flush(s.flushBufs)
+		c.flushBufs = c.out.Flush(c.flushBufs)
 	}
 	return nil
 }
 
 // dispatch admits, runs and answers one request.
-func (s *Session) dispatch(req *protocol.Request) { s.serve(req, false) }
+func (c *Conn) dispatch(req *protocol.Request) { c.serve(req, false) }
 
-func (s *Session) dispatchInline(req *protocol.Request) { s.serve(req, true) }
+func (c *Conn) dispatchInline(req *protocol.Request) { c.serve(req, true) }
 
 // serve runs on the request's own goroutine (or on the reader, inline).
 // Its deferred block is the request's one cleanup: a panic in admission,
 // the handler, or the encoding of its outcome is logged and tears this
 // connection down, and the operation's lease is finished unless the
 // response already owns it.
-func (s *Session) serve(req *protocol.Request, inline bool) {
-	defer s.ops.Done()
+func (c *Conn) serve(req *protocol.Request, inline bool) {
+	defer c.ops.Done()
 	defer protocol.ReleaseRequest(req) // nothing keeps req past its answer
 	// owned is the lease while this goroutine must finish it on a panic.
 	var owned OperationLease
@@ -302,69 +299,69 @@ func (s *Session) serve(req *protocol.Request, inline bool) {
 			if owned != nil {
 				owned.Finish() // before the teardown: a client that sees the close sees it released
 			}
-			s.recovered(r, req.Operation.Key)
+			c.recovered(r, req.Operation.Key)
 		}
 	}()
 	spec := req.Operation
-	ctx := s.cfg.Context
+	ctx := c.cfg.Context
 	if spec.Mode == protocol.ModeQuery {
 		// A query's only product is its answer: its work ends with the
 		// connection.
-		ctx = s.ctx
+		ctx = c.ctx
 	}
-	lease, admitErr := s.cfg.BeginOperation(ctx, spec)
+	lease, admitErr := c.cfg.BeginOperation(ctx, spec)
 	if admitErr != nil {
-		s.respond(req, Outcome{Err: admitErr}, nil, inline)
+		c.respond(req, Outcome{Err: admitErr}, nil, inline)
 		return
 	}
 	owned = lease
-	if s.ending.Load() {
+	if c.ending.Load() {
 		// The connection went away while admission was pending: never run.
 		owned = nil
 		lease.Finish()
-		s.forget(req.RequestID, inline)
+		c.forget(req.RequestID, inline)
 		return
 	}
 	var h Handler
-	if hs := s.cfg.ResolveHandlers(); hs != nil {
+	if hs := c.cfg.ResolveHandlers(); hs != nil {
 		h = hs[spec.Key]
 	}
 	if h == nil {
 		h = unavailable
 	}
 	call := callPool.Get().(*Call)
-	*call = Call{RequestID: req.RequestID, Operation: spec, Input: req.Input, Conn: s.conn, lease: lease}
+	*call = Call{RequestID: req.RequestID, Operation: spec, Input: req.Input, Conn: c.conn, lease: lease}
 	out := h(ctx, call)
 	lease.Seal()
-	err := s.respond(req, out, call, inline)
+	err := c.respond(req, out, call, inline)
 	owned = nil // the response settles the lease now
 	if out.AfterQueued != nil {
 		out.AfterQueued(err)
 	}
 }
 
-func (s *Session) forget(requestID string, inline bool) {
+func (c *Conn) forget(requestID string, inline bool) {
 	if inline {
 		return // never tracked
 	}
-	s.mu.Lock()
-	delete(s.inflight, requestID)
-	s.mu.Unlock()
+	c.mu.Lock()
+	delete(c.inflight, requestID)
+	c.mu.Unlock()
 }
 
 // respond encodes, validates and queues the response. The lease of call
 // (nil for a refused admission) is finished once the response is written or
 // lost. It returns what the outcome's AfterQueued is to be told: nil once
 // the client will see this outcome, else why not.
-func (s *Session) respond(req *protocol.Request, out Outcome, call *Call, inline bool) error {
+func (c *Conn) respond(req *protocol.Request, out Outcome, call *Call, inline bool) error {
 	buf := getFrame()
-	rejected := s.encode(buf, req, out)
-	s.forget(req.RequestID, inline)
+	rejected := c.encode(buf, req, out)
+	c.forget(req.RequestID, inline)
 	var done Settler
 	if call != nil {
 		done = call
 	}
-	err := s.out.enqueueResponse(buf, done, inline)
+	err := c.out.enqueueResponse(buf, done, inline)
 	if err != nil && call != nil {
 		call.Settle(err)
 	}
@@ -379,7 +376,7 @@ var errResultRejected = errors.New("operation result rejected by its output code
 // encode writes the response frame of an outcome into buf. A result that
 // fails the operation's output codec, or an error code the operation does
 // not declare, becomes internal_failure (rejected reports that).
-func (s *Session) encode(buf *[]byte, req *protocol.Request, out Outcome) (rejected bool) {
+func (c *Conn) encode(buf *[]byte, req *protocol.Request, out Outcome) (rejected bool) {
 	var frame []byte
 	defer func() { *buf = frame }()
 	spec := req.Operation
@@ -403,11 +400,11 @@ func (s *Session) encode(buf *[]byte, req *protocol.Request, out Outcome) (rejec
 		if err == nil {
 			return false
 		}
-		s.log.Error("operation result rejected", "operation", spec.Key, "err", err)
+		c.log.Error("operation result rejected", "operation", spec.Key, "err", err)
 		out.Err = protocol.NewOpError(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
 		rejected = true
 	} else if !spec.Declares(out.Err.Code) || out.Err.Message == "" || protocol.UTF16Len(out.Err.Message) > 1024 {
-		s.log.Error("operation error rejected", "operation", spec.Key, "code", out.Err.Code)
+		c.log.Error("operation error rejected", "operation", spec.Key, "code", out.Err.Code)
 		out.Err = protocol.NewOpError(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
 	}
 	frame, _ = protocol.AppendFailure((*buf)[:0], req.RequestID, spec.Key, out.Err)
@@ -433,81 +430,81 @@ func validateOutput(spec *protocol.OperationSpec, encoded []byte) error {
 // transport failure meanwhile tears down at once. A client that closed its
 // socket entirely (rather than only its sending half) reads nothing more:
 // the connection ends at once, cancelling its queries.
-func (s *Session) drainAfterEOF() {
-	if pc, ok := s.cfg.Transport.(interface{ PeerClosed() bool }); ok && pc.PeerClosed() {
-		s.teardown(reasonClientClosed, nil)
+func (c *Conn) drainAfterEOF() {
+	if pc, ok := c.cfg.Transport.(interface{ PeerClosed() bool }); ok && pc.PeerClosed() {
+		c.teardown(reasonClientClosed, nil)
 		return
 	}
-	s.detachContinuity()
+	c.detachContinuity()
 	settled := make(chan struct{})
 	go func() {
-		s.ops.Wait()
+		c.ops.Wait()
 		close(settled)
 	}()
 	select {
 	case <-settled:
-	case <-s.fatal:
+	case <-c.fatal:
 		return
-	case <-s.cfg.Transport.Closed():
-		s.teardown(reasonTransportClosed, errors.New("transport closed during drain"))
+	case <-c.cfg.Transport.Closed():
+		c.teardown(reasonTransportClosed, errors.New("transport closed during drain"))
 		return
 	}
-	s.out.Close()
+	c.out.Close()
 	select {
-	case <-s.out.Done():
-	case <-s.fatal:
+	case <-c.out.Done():
+	case <-c.fatal:
 		return
-	case <-s.cfg.Transport.Closed():
-		s.teardown(reasonTransportClosed, errors.New("transport closed during drain"))
+	case <-c.cfg.Transport.Closed():
+		c.teardown(reasonTransportClosed, errors.New("transport closed during drain"))
 		return
 	}
-	_ = s.cfg.Transport.CloseWrite()
-	s.finish()
+	_ = c.cfg.Transport.CloseWrite()
+	c.finish()
 }
 
-func (s *Session) detachContinuity() {
-	if s.cfg.ResolveContinuity == nil {
+func (c *Conn) detachContinuity() {
+	if c.cfg.ResolveContinuity == nil {
 		return
 	}
-	if c := s.cfg.ResolveContinuity(); c != nil {
-		c.DetachConnection(s.conn.ConnectionID)
+	if obs := c.cfg.ResolveContinuity(); obs != nil {
+		obs.DetachConnection(c.conn.ConnectionID)
 	}
 }
 
 // teardown ends the connection after a fatal error, exactly once; the
 // first reason wins.
-func (s *Session) teardown(reason string, err error) {
-	s.teardownOnce.Do(func() {
-		close(s.fatal)
-		s.log.Debug("connection torn down", "reason", reason, "err", err)
-		s.end(&endError{reason: reason, err: err})
+func (c *Conn) teardown(reason string, err error) {
+	c.teardownOnce.Do(func() {
+		close(c.fatal)
+		c.log.Debug("connection torn down", "reason", reason, "err", err)
+		c.end(&endError{reason: reason, err: err})
 	})
 }
 
 // finish ends the connection after a clean drain.
-func (s *Session) finish() {
-	s.teardownOnce.Do(func() { s.end(&endError{reason: reasonClientEOF}) })
+func (c *Conn) finish() {
+	c.teardownOnce.Do(func() { c.end(&endError{reason: reasonClientEOF}) })
 }
 
 // end is the connection's teardown, run once whatever ends it. The host
 // forgets the connection (its subscriptions, its place in the count)
 // before the socket closes, so a client that sees the close sees a host
 // that no longer counts it.
-func (s *Session) end(e *endError) {
-	s.ending.Store(true)
-	s.mu.Lock()
-	s.ended = true
-	s.endErr = e
-	s.mu.Unlock()
-	s.cancel(e)
-	s.out.Fail(ErrWriterClosed)
-	s.detachContinuity()
-	if s.cfg.OnTeardown != nil {
+func (c *Conn) end(e *endError) {
+	c.ending.Store(true)
+	c.mu.Lock()
+	c.ended = true
+	c.endErr = e
+	c.mu.Unlock()
+	c.cancel(e)
+	c.out.Fail(ErrWriterClosed)
+	c.detachContinuity()
+	if c.cfg.OnTeardown != nil {
 		var err error
 		if e.reason != reasonClientEOF {
 			err = e
 		}
-		s.cfg.OnTeardown(err)
+		c.cfg.OnTeardown(err)
 	}
-	_ = s.cfg.Transport.Close()
+	_ = c.cfg.Transport.Close()
 }
