@@ -80,7 +80,7 @@ func (r *runner) execute(ctx context.Context, tool tools.Tool, known bool, call 
 	if r.gate.Blocked(tool.Name(), args) {
 		return tools.ErrorResult(fmt.Sprintf("Blocked: this exact %s call already failed twice in a row. Change the arguments or the approach.", tool.Name()))
 	}
-	box, refusal, ok := r.permit(ctx, tool, call.ID, args)
+	box, hidden, refusal, ok := r.permit(ctx, tool, call.ID, args)
 	if !ok {
 		return refusal
 	}
@@ -90,7 +90,7 @@ func (r *runner) execute(ctx context.Context, tool tools.Tool, known bool, call 
 		SessionID: r.t.SessionID, RunID: r.t.RunID, TurnID: r.t.TurnID, ToolUseID: call.ID,
 		Workspace: r.t.Workspace, Protected: r.t.Protected,
 		// The Bash tool hides Protected from the command as well.
-		Sandbox: sandbox.Policy{Mode: box, Workspace: r.t.Workspace},
+		Sandbox: sandbox.Policy{Mode: box, Workspace: r.t.Workspace, Hidden: hidden},
 		Output: func(stream, chunk string) {
 			cr.output(func() {
 				ev := r.event(ToolOutputDelta)
@@ -127,9 +127,9 @@ func (r *runner) execute(ctx context.Context, tool tools.Tool, known bool, call 
 var ErrNoApprover = errors.New("no client can approve this call")
 
 // permit applies the permission decision: ok reports whether the call may
-// run, box is the sandbox it runs in, and refusal is the error result of a
-// call that may not.
-func (r *runner) permit(ctx context.Context, tool tools.Tool, toolUseID string, args json.RawMessage) (box sandbox.Mode, refusal tools.Result, ok bool) {
+// run, box is the sandbox it runs in with hidden the paths the rules hide
+// from it, and refusal is the error result of a call that may not.
+func (r *runner) permit(ctx context.Context, tool tools.Tool, toolUseID string, args json.RawMessage) (box sandbox.Mode, hidden []string, refusal tools.Result, ok bool) {
 	v := r.t.Permissions.Evaluate(tool, args)
 	decide := func(allow bool, by string) {
 		ev := r.event(PermissionDenied)
@@ -143,7 +143,7 @@ func (r *runner) permit(ctx context.Context, tool tools.Tool, toolUseID string, 
 	}
 	switch v.Decision {
 	case tools.Allow:
-		return v.Sandbox, tools.Result{}, true
+		return v.Sandbox, v.Hidden, tools.Result{}, true
 	case tools.Block:
 		by := "mode"
 		if v.Rule != nil {
@@ -154,11 +154,11 @@ func (r *runner) permit(ctx context.Context, tool tools.Tool, toolUseID string, 
 		if v.Explanation != "" {
 			msg += ": " + v.Explanation
 		}
-		return "", tools.ErrorResult(msg + "."), false
+		return "", nil, tools.ErrorResult(msg + "."), false
 	}
 	if r.t.Approver == nil {
 		decide(false, "no_approver")
-		return "", tools.ErrorResult(fmt.Sprintf("Permission denied: %s (%s) needs approval and %v. Allow it with a permission rule or a more permissive mode.", tool.Name(), v.Category, ErrNoApprover)), false
+		return "", nil, tools.ErrorResult(fmt.Sprintf("Permission denied: %s (%s) needs approval and %v. Allow it with a permission rule or a more permissive mode.", tool.Name(), v.Category, ErrNoApprover)), false
 	}
 	ans, err := r.t.Approver.RequestPermission(ctx, PermissionRequest{
 		ToolUseID: toolUseID, ToolName: tool.Name(), Category: v.Category, Reason: v.Reason,
@@ -167,14 +167,14 @@ func (r *runner) permit(ctx context.Context, tool tools.Tool, toolUseID string, 
 	})
 	if err != nil {
 		decide(false, "user")
-		return "", tools.ErrorResult("Permission flow aborted: " + err.Error()), false
+		return "", nil, tools.ErrorResult("Permission flow aborted: " + err.Error()), false
 	}
 	decide(ans.Allow, "user")
 	if !ans.Allow {
-		return "", tools.ErrorResult(fmt.Sprintf("Permission denied: the user declined %s.", tool.Name())), false
+		return "", nil, tools.ErrorResult(fmt.Sprintf("Permission denied: the user declined %s.", tool.Name())), false
 	}
 	if ans.RememberForTurn && v.RememberAllowed && v.ScopeKey != "" {
 		r.t.Permissions.Remember(v.ScopeKey)
 	}
-	return v.Sandbox, tools.Result{}, true
+	return v.Sandbox, v.Hidden, tools.Result{}, true
 }

@@ -526,3 +526,41 @@ func TestSandboxedCommandsCannotTalkToTheHost(t *testing.T) {
 		}
 	}
 }
+
+// A deny Read rule protects the file's contents from every tool: Read,
+// Grep of an enclosing directory (it is skipped), and a sandboxed `cat`.
+func TestDenyReadRuleProtectsContents(t *testing.T) {
+	st := sandbox.Status()
+	if !st.Available {
+		t.Skipf("landlock unavailable: %s", st.Reason)
+	}
+	h := newHost(t, callsThenDone(
+		modeltest.Call{ID: "c1", Name: "Read", Arguments: args(t, map[string]any{"path": "secrets/token.txt"})},
+		bashCall(t, "c2", "cat secrets/token.txt; cat notes.txt"),
+	))
+	sid := "deny-read"
+	ws := createSession(t, h.conn, sid, protocol.PermissionModeExecute)
+	if err := os.Mkdir(filepath.Join(ws, "secrets"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{"secrets/token.txt": "TOPSECRET-VALUE\n", "notes.txt": "plain notes\n"} {
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setPermissions(t, h.conn, protocol.SessionPermissionsSetInput{SessionID: sid,
+		AddRules: []protocol.PermissionRule{{Effect: "deny", Rule: "Read(secrets/**)"}}})
+	runTurn(t, h, sid, "turn-1", "read")
+	res := lastResults(t, h)
+	if len(res) != 2 {
+		t.Fatalf("results %q", res)
+	}
+	for i, r := range res {
+		if strings.Contains(r.Text(), "TOPSECRET") {
+			t.Errorf("result %d reads the denied file: %q", i+1, r.Text())
+		}
+	}
+	if !strings.Contains(res[1].Text(), "plain notes") {
+		t.Errorf("the command could not read what no rule denies: %q", res[1].Text())
+	}
+}

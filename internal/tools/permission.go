@@ -212,6 +212,9 @@ type Verdict struct {
 	Escalation bool
 	// Explanation says, for a Block, why and what would allow the call.
 	Explanation string
+	// Hidden are the paths the deny Read rules name outright, which a
+	// sandboxed Bash call may not reach either.
+	Hidden []string
 }
 
 // Policy is what decides a session's calls: its permission mode, its rules
@@ -239,6 +242,8 @@ type Policy struct {
 type Engine struct {
 	p    Policy
 	root string // the workspace's real path
+	// denied are the paths deny Read rules name outright (absolute).
+	denied []string
 
 	mu         sync.Mutex
 	remembered map[string]struct{}
@@ -252,6 +257,11 @@ func NewEngine(p Policy) *Engine {
 	if p.Workspace != "" {
 		if root, err := filepath.EvalSymlinks(p.Workspace); err == nil {
 			e.root = root
+		}
+	}
+	for _, r := range p.Rules {
+		if path, ok := r.hiddenPath(p.Workspace); ok {
+			e.denied = append(e.denied, path)
 		}
 	}
 	return e
@@ -291,6 +301,9 @@ func (e *Engine) Evaluate(tool Tool, args json.RawMessage) Verdict {
 	escalate := false
 	if name == NameBash {
 		v.Sandbox = e.callSandbox()
+		if v.Sandbox != sandbox.Off {
+			v.Hidden = e.denied
+		}
 		if cat == protocol.ToolCategoryShellSafe && v.Sandbox == sandbox.Off && e.p.Mode != ModeBypass &&
 			!e.safeUnsandboxed(stringArg(args, "command")) {
 			// Nothing contains the command: it is read-only only if it

@@ -451,3 +451,25 @@ func TestCanonicalCommandNeverMergesDifferentCommands(t *testing.T) {
 		t.Errorf("plain blanks not folded: %q", CanonicalCommand(" make   build\t-j4 "))
 	}
 }
+
+// TestDenyReadRulesReachCommands: what a deny Read rule names outright is
+// hidden from a sandboxed command too, and without a sandbox a read-only
+// command that names it asks.
+func TestDenyReadRulesReachCommands(t *testing.T) {
+	bash := byName(t, NameBash)
+	ws := newEnv(t).Workspace
+	deny, _ := ParseRule(RuleDeny, "Read(secrets/**)")
+	pattern, _ := ParseRule(RuleDeny, "Read(**/*.pem)")
+	args := json.RawMessage(`{"command":"cat secrets/token.txt"}`)
+	v := NewEngine(Policy{Mode: ModeAsk, Workspace: ws, Rules: []Rule{deny, pattern}, SandboxAvailable: true}).Evaluate(bash, args)
+	if v.Decision != Allow || v.Sandbox != sandbox.WorkspaceWrite || len(v.Hidden) != 1 || v.Hidden[0] != filepath.Join(ws, "secrets") {
+		t.Errorf("sandboxed: %s in %q hiding %q", v.Decision, v.Sandbox, v.Hidden)
+	}
+	v = NewEngine(Policy{Mode: ModeAsk, Workspace: ws, Rules: []Rule{deny}}).Evaluate(bash, args)
+	if v.Decision != Prompt {
+		t.Errorf("without a sandbox: %s %s", v.Decision, v.Category)
+	}
+	if v := NewEngine(Policy{Mode: ModeAsk, Workspace: ws, Rules: []Rule{deny}}).Evaluate(bash, json.RawMessage(`{"command":"cat notes.txt"}`)); v.Decision != Allow {
+		t.Errorf("another file without a sandbox: %s", v.Decision)
+	}
+}

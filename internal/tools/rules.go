@@ -294,6 +294,27 @@ func (r Rule) matches(m matchContext) bool {
 	return false
 }
 
+// hiddenPath is the path a deny Read rule names outright ("secrets/**",
+// "config/prod.env", "/etc/ssl/private/**"), absolute, for the sandbox to
+// hide from commands too; ok is false for a rule that is not a deny Read
+// rule or whose glob is a pattern rather than a path.
+func (r Rule) hiddenPath(workspace string) (string, bool) {
+	if r.Effect != RuleDeny || r.Kind != RuleKindPath || r.Tool != NameRead {
+		return "", false
+	}
+	p := strings.TrimSuffix(strings.TrimSuffix(r.Value, "/**"), "/")
+	if p == "" || p == "**" || strings.ContainsAny(p, "*?[{\\") {
+		return "", false
+	}
+	if !filepath.IsAbs(p) {
+		if workspace == "" {
+			return "", false
+		}
+		p = filepath.Join(workspace, p)
+	}
+	return filepath.Clean(p), true
+}
+
 // matchPath matches one workspace-relative or absolute slash path.
 func (r Rule) matchPath(p string) bool {
 	ok, err := doublestar.Match(r.Value, p)

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"path/filepath"
 	"strings"
 
 	"github.com/maka-agent/maka/internal/shellsafe"
@@ -27,7 +28,8 @@ func ShellUnsafeReason(command string) string {
 // safeUnsandboxed reports whether a read-only command stays read-only
 // when nothing contains it: it names no path outside the workspace (no
 // word starting with "/" or "~", none with ".."), the workspace holds none
-// of the host's own files (a recursive read would reach them), and, in
+// of the host's own files (a recursive read would reach them), it does
+// not name a path a deny Read rule names, and, in
 // execute mode, it is not git, which runs what a .git/config the model may
 // write unasked names (core.fsmonitor, diff drivers).
 func (e *Engine) safeUnsandboxed(command string) bool {
@@ -40,6 +42,12 @@ func (e *Engine) safeUnsandboxed(command string) bool {
 	}
 	for _, p := range e.p.Protected {
 		if root == "" || within(root, p) || within(p, root) {
+			return false
+		}
+	}
+	for _, p := range e.denied {
+		// A path a deny Read rule names: only the sandbox can hide it.
+		if rel, err := filepath.Rel(e.p.Workspace, p); err == nil && strings.Contains(command, rel) || strings.Contains(command, p) {
 			return false
 		}
 	}
