@@ -524,3 +524,42 @@ func TestIsUUIDAndSlug(t *testing.T) {
 		}
 	}
 }
+
+func TestNormalizeConnectionBaseURL(t *testing.T) {
+	cases := []struct {
+		raw, provider, want string
+		fail                bool
+	}{
+		{raw: "https://api.openai.com/v1", provider: "openai", want: ""},
+		{raw: " HTTPS://API.OPENAI.COM:443/v1 ", provider: "openai", want: ""},
+		{raw: "https://api.openai.com/v1/", provider: "openai", want: "https://api.openai.com/v1/"},
+		{raw: "https://api.anthropic.com", provider: "anthropic", want: ""},
+		{raw: "https://api.anthropic.com/", provider: "anthropic", want: ""},
+		{raw: "https://api.anthropic.com/v1", provider: "anthropic", want: "https://api.anthropic.com/v1"},
+		{raw: "http://localhost:11434/v1", provider: "ollama", want: ""},
+		{raw: "http://localhost:1234/v1", provider: "lm-studio", want: ""},
+		{raw: "http://127.0.0.1:1234/v1", provider: "lm-studio", want: "http://127.0.0.1:1234/v1"},
+		{raw: "https://api.openai.com/v1", provider: "openai-compatible", want: "https://api.openai.com/v1"},
+		{raw: "https://api.deepseek.com", provider: "deepseek", want: "https://api.deepseek.com/"},
+		{raw: "https://api.openai.com/v1", provider: "", want: "https://api.openai.com/v1"},
+		{raw: "", provider: "github-copilot", want: ""},
+		{raw: "https://proxy.example", provider: "github-copilot", fail: true},
+		{raw: "https://proxy.example", provider: "claude-subscription", fail: true},
+		{raw: "https://proxy.example", provider: "openai-codex", fail: true},
+		{raw: "https://proxy.example", provider: "gemini-cli", fail: true},
+		{raw: "https://proxy.example", provider: "", want: "https://proxy.example/"},
+		{raw: "ftp://proxy.example", provider: "openai", fail: true},
+	}
+	for _, c := range cases {
+		got, err := NormalizeConnectionBaseURL(c.raw, c.provider)
+		if c.fail {
+			if err == nil {
+				t.Errorf("NormalizeConnectionBaseURL(%q, %q) = %q, want an error", c.raw, c.provider, got)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("NormalizeConnectionBaseURL(%q, %q) = %q, %v; want %q", c.raw, c.provider, got, err, c.want)
+		}
+	}
+}

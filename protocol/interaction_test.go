@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/maka-agent/maka/internal/bashcategory"
 )
 
 // ---------------------------------------------------------------------------
@@ -1198,7 +1200,7 @@ func TestInteractionRequestValidateAndBuild(t *testing.T) {
 	sel := ""
 	built := []InteractionRequest{
 		{Kind: InteractionKindPermission, ToolUseID: "u", Prompt: ToolPermissionPrompt{ToolName: "Bash",
-			Category: CategorizeBash("git push -f"), Reason: PermissionReasonForCategory(CategorizeBash("git push -f")),
+			Category: bashcategory.Categorize("git push -f"), Reason: PermissionReasonForCategory(bashcategory.Categorize("git push -f")),
 			Review: CommandReview{Command: "git push -f", Cwd: &cwd}}},
 		{Kind: InteractionKindPermission, ToolUseID: "u", Prompt: ToolPermissionPrompt{ToolName: "browser_extract",
 			Category: ToolCategoryBrowser, Reason: PermissionReasonBrowser, Review: BrowserExtractReview{Selector: &sel}}},
@@ -1276,6 +1278,20 @@ func TestInteractionDecodersNeverPanic(t *testing.T) {
 		for _, v := range []string{"null", "[]", "{}", `{"kind":null}`, `{"kind":"question","answers":[[]]}`,
 			`{"kind":"permission","prompt":{"kind":"tool_permission","review":{"kind":"browser","action":"wait"}}}`} {
 			ixWantInvalidErr(t, v, f(ixParse(t, v)))
+		}
+	}
+}
+
+// The classifier the decoders check prompts with names wire categories.
+func TestBashCategoriesAreToolCategories(t *testing.T) {
+	for got, want := range map[string]string{
+		bashcategory.Privileged:     ToolCategoryPrivileged,
+		bashcategory.FSDestructive:  ToolCategoryFSDestructive,
+		bashcategory.GitDestructive: ToolCategoryGitDestructive,
+		bashcategory.ShellUnsafe:    ToolCategoryShellUnsafe,
+	} {
+		if got != want {
+			t.Errorf("bashcategory names %q where the protocol names %q", got, want)
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/maka-agent/maka/internal/wireredact"
 )
 
 // This file owns the task ledger: the Task shape (protocol.md §6.5) and the
@@ -258,9 +260,9 @@ var (
 )
 
 // IsSafeTaskID reports whether s is a safe task id: a stable token that
-// RedactSecrets leaves unchanged.
+// internal/wireredact finds no secret in.
 func IsSafeTaskID(s string) bool {
-	return safeTaskIDPattern.MatchString(s) && !ContainsSecret(s)
+	return safeTaskIDPattern.MatchString(s) && !wireredact.Contains(s)
 }
 
 // IsTaskKey reports whether s is a task key such as T1 or T3.2.
@@ -270,7 +272,7 @@ func IsTaskKey(s string) bool {
 
 // IsCanonicalTaskText reports whether the task projection would leave s
 // unchanged: NFC, no whitespace other than single inner spaces, no ledger
-// tags, and no secret RedactSecrets would replace.
+// tags, and no secret internal/wireredact would replace.
 func IsCanonicalTaskText(s string) bool {
 	prevSpace := true // rejects a leading space
 	for _, r := range s {
@@ -286,7 +288,7 @@ func IsCanonicalTaskText(s string) bool {
 	if prevSpace && s != "" {
 		return false // trailing space
 	}
-	return norm.NFC.IsNormalString(s) && !taskLedgerTag.MatchString(s) && !ContainsSecret(s)
+	return norm.NFC.IsNormalString(s) && !taskLedgerTag.MatchString(s) && !wireredact.Contains(s)
 }
 
 // isJSWhitespace reports whether r is in JavaScript's \s class (the set

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/maka-agent/maka/internal/bashcategory"
 	"github.com/maka-agent/maka/internal/sandbox"
 	"github.com/maka-agent/maka/protocol"
 )
@@ -295,7 +296,7 @@ func (e *Engine) Evaluate(tool Tool, args json.RawMessage) Verdict {
 			configDriven(stringArg(args, "command")) {
 			// Execute mode writes files unprompted: unsandboxed, a git
 			// command could run what a written .git/config names.
-			cat = protocol.CategorizeBash(stringArg(args, "command"))
+			cat = bashcategory.Categorize(stringArg(args, "command"))
 			v.Category, v.Reason = cat, protocol.PermissionReasonForCategory(cat)
 			v.ScopeKey = ScopeKey(cat, tool, args)
 		}
@@ -335,7 +336,7 @@ func (e *Engine) Evaluate(tool Tool, args json.RawMessage) Verdict {
 		// Leaving the sandbox is approved once, for this call alone.
 		v.Decision, v.Escalation, v.RememberAllowed, v.Sandbox = Prompt, true, false, sandbox.Off
 		if cat == protocol.ToolCategoryShellSafe {
-			v.Category = protocol.CategorizeBash(stringArg(args, "command"))
+			v.Category = bashcategory.Categorize(stringArg(args, "command"))
 			v.Reason = protocol.PermissionReasonForCategory(v.Category)
 		}
 		return v
