@@ -1,0 +1,4 @@
+package host
+
+// The host's tests run with result checks on, as a makadebug build does.
+func init() { checkResults = true }
