@@ -4,15 +4,8 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"strings"
 	"unicode/utf8"
 )
-
-// jsTrim removes leading and trailing white space and line terminators as
-// JavaScript's String.prototype.trim does.
-func jsTrim(s string) string {
-	return strings.TrimFunc(s, isJSWhitespace)
-}
 
 // MaxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER.
 const MaxSafeInteger = 1<<53 - 1

@@ -411,7 +411,8 @@ type AdditionalPermissionsRisk struct {
 // SandboxEscalationPrompt is the sandbox_escalation prompt for a Bash
 // command: toolName "Bash", reason "sandbox_escalation", a command review
 // with cwd, an all-true risk summary and decisions ["allow_once","deny"].
-// Category must equal the category internal/bashcategory gives Command.
+// Category must be the original host's category of Command (the decoders
+// check it with internal/bashcategory).
 type SandboxEscalationPrompt struct {
 	Category                  string
 	Command                   string

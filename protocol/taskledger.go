@@ -6,9 +6,8 @@ import (
 	"regexp"
 	"unicode/utf8"
 
-	"golang.org/x/text/unicode/norm"
-
 	"github.com/maka-agent/maka/internal/wireredact"
+	"golang.org/x/text/unicode/norm"
 )
 
 // This file owns the task ledger: the Task shape (protocol.md §6.5) and the
@@ -289,16 +288,6 @@ func IsCanonicalTaskText(s string) bool {
 		return false // trailing space
 	}
 	return norm.NFC.IsNormalString(s) && !taskLedgerTag.MatchString(s) && !wireredact.Contains(s)
-}
-
-// isJSWhitespace reports whether r is in JavaScript's \s class (the set
-// String.prototype.trim removes).
-func isJSWhitespace(r rune) bool {
-	switch r {
-	case '\t', '\n', '\v', '\f', '\r', ' ', 0xa0, 0x1680, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000, 0xfeff:
-		return true
-	}
-	return r >= 0x2000 && r <= 0x200a
 }
 
 func decodeTaskRevision(o Obj, key string) string {
