@@ -4,6 +4,8 @@ package protocol
 // codecs of connection.catalog.query / create / update / remove /
 // set-default-target (§5.15–§5.19).
 
+import "github.com/maka-agent/maka/internal/baseurl"
+
 // Connection catalog bounds.
 const (
 	ConnectionCatalogMaxConnections = 1024      // connections in a catalog
@@ -69,6 +71,42 @@ var providerAuth = func() map[string]string {
 // unknown provider type.
 func ProviderAuth(providerType string) string { return providerAuth[providerType] }
 
+// ProviderDefaultBaseURL holds the built-in endpoint of the provider types
+// that have a well-known one. A base URL equal to the provider default is
+// not an override and is dropped by NormalizeConnectionBaseURL.
+var ProviderDefaultBaseURL = map[string]string{
+	"openai":    "https://api.openai.com/v1",
+	"anthropic": "https://api.anthropic.com",
+	"ollama":    "http://localhost:11434/v1",
+	"lm-studio": "http://localhost:1234/v1",
+}
+
+// NormalizeConnectionBaseURL canonicalizes a connection base URL for a
+// provider type: the result is "" when raw is blank or equals the provider's
+// default endpoint, and an override of an oauth_token provider's endpoint is
+// rejected. With an empty providerType only the canonical form is computed.
+//
+// The catalog decoders accept a baseUrl only in this form, so a client
+// normalizes a base URL with it before connection.catalog.create or update.
+// Canonical forms follow the WHATWG URL standard (new URL(s).toString())
+// for absolute http and https URLs with an ASCII host and no credentials,
+// query or fragment.
+func NormalizeConnectionBaseURL(raw, providerType string) (string, error) {
+	canonical, err := baseurl.Canonical(raw)
+	if err != nil || canonical == "" || providerType == "" {
+		return canonical, err
+	}
+	if def, ok := ProviderDefaultBaseURL[providerType]; ok {
+		if c, err := baseurl.Canonical(def); err == nil && c == canonical {
+			return "", nil
+		}
+	}
+	if ProviderAuth(providerType) == AuthOAuthToken {
+		return "", baseurl.Invalid("cannot override the endpoint of an OAuth provider")
+	}
+	return canonical, nil
+}
+
 // IsUUID reports whether s is a UUID as the runtime-policy domain accepts it
 // (versions 1–8, RFC variant, either case).
 func IsUUID(s string) bool {
@@ -94,7 +132,7 @@ func IsUUID(s string) bool {
 			}
 			continue
 		}
-		if _, ok := urlHexValue(c); !ok {
+		if !(c >= '0' && c <= '9' || c|0x20 >= 'a' && c|0x20 <= 'f') {
 			return false
 		}
 	}

@@ -83,6 +83,9 @@ func catalogValidCases(t testing.TB) []cfgCase {
 			in: cfgPage("null", 2, `{"connectionIndex":0,"part":"model","itemIndex":1}`, cfgEnabled01, cfgModel00)},
 		{name: "next cursor skipping ahead", op: q, out: true,
 			in: cfgPage("null", 5, `{"connectionIndex":4,"part":"enabled_model_id","itemIndex":0}`, cfgHeader1)},
+		{name: "page continuing in a later connection", op: q, out: true,
+			in: cfgPage("null", 3, "null", `{"kind":"enabled_model_id","connectionIndex":2,"itemIndex":1,"modelId":"o3"}`,
+				`{"kind":"model","connectionIndex":2,"itemIndex":0,"model":{"id":"o3"}}`)},
 		{name: "empty page", op: q, out: true, in: cfgPage("null", 0, "null")},
 		{name: "page of 128 items", op: q, out: true, in: cfgPage("null", 1, `{"connectionIndex":0,"part":"enabled_model_id","itemIndex":127}`, items128...)},
 		{name: "header with fallback models", op: q, out: true,
@@ -521,6 +524,45 @@ func TestIsUUIDAndSlug(t *testing.T) {
 	} {
 		if IsConnectionSlug(s) != want {
 			t.Errorf("IsConnectionSlug(%q) = %t", s, !want)
+		}
+	}
+}
+
+func TestNormalizeConnectionBaseURL(t *testing.T) {
+	cases := []struct {
+		raw, provider, want string
+		fail                bool
+	}{
+		{raw: "https://api.openai.com/v1", provider: "openai", want: ""},
+		{raw: " HTTPS://API.OPENAI.COM:443/v1 ", provider: "openai", want: ""},
+		{raw: "https://api.openai.com/v1/", provider: "openai", want: "https://api.openai.com/v1/"},
+		{raw: "https://api.anthropic.com", provider: "anthropic", want: ""},
+		{raw: "https://api.anthropic.com/", provider: "anthropic", want: ""},
+		{raw: "https://api.anthropic.com/v1", provider: "anthropic", want: "https://api.anthropic.com/v1"},
+		{raw: "http://localhost:11434/v1", provider: "ollama", want: ""},
+		{raw: "http://localhost:1234/v1", provider: "lm-studio", want: ""},
+		{raw: "http://127.0.0.1:1234/v1", provider: "lm-studio", want: "http://127.0.0.1:1234/v1"},
+		{raw: "https://api.openai.com/v1", provider: "openai-compatible", want: "https://api.openai.com/v1"},
+		{raw: "https://api.deepseek.com", provider: "deepseek", want: "https://api.deepseek.com/"},
+		{raw: "https://api.openai.com/v1", provider: "", want: "https://api.openai.com/v1"},
+		{raw: "", provider: "github-copilot", want: ""},
+		{raw: "https://proxy.example", provider: "github-copilot", fail: true},
+		{raw: "https://proxy.example", provider: "claude-subscription", fail: true},
+		{raw: "https://proxy.example", provider: "openai-codex", fail: true},
+		{raw: "https://proxy.example", provider: "gemini-cli", fail: true},
+		{raw: "https://proxy.example", provider: "", want: "https://proxy.example/"},
+		{raw: "ftp://proxy.example", provider: "openai", fail: true},
+	}
+	for _, c := range cases {
+		got, err := NormalizeConnectionBaseURL(c.raw, c.provider)
+		if c.fail {
+			if err == nil {
+				t.Errorf("NormalizeConnectionBaseURL(%q, %q) = %q, want an error", c.raw, c.provider, got)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("NormalizeConnectionBaseURL(%q, %q) = %q, %v; want %q", c.raw, c.provider, got, err, c.want)
 		}
 	}
 }

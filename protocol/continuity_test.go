@@ -20,6 +20,9 @@ const (
 		`"session":{"sessionId":"s1","status":"archived","createdAt":0,"lastUsedAt":0,"isArchived":true,"archivedAt":5},` +
 		`"projectionRevision":1,"rootTurn":null,` +
 		`"queue":{"hostEpoch":"epoch-1","queueRevision":0,"steering":[],"followup":[]},"interactions":{"pending":[]}}`
+	shPendingInteraction = `{"schemaVersion":1,"interactionId":"i1","sessionId":"s1","turnId":"t1","runId":"r1","revision":1,` +
+		`"request":{"kind":"question","toolUseId":"tu1","questions":[{"question":"Which?","options":[{"label":"A"},{"label":"B"}]}]},` +
+		`"status":"pending","outcome":null}`
 	shOpenResult  = `{"hostEpoch":"epoch-1","subscriptionId":"sub-1","nextSequence":1,"snapshot":` + shSnapshot + `}`
 	shEnvelope    = `"hostEpoch":"epoch-1","subscriptionId":"sub-1","sequence":`
 	shProjection  = `{"kind":"subscription.session_projection",` + shEnvelope + `2,"snapshot":` + shSnapshot + `}`
@@ -75,6 +78,9 @@ func continuityValidCases(t testing.TB) []shCase {
 		{name: "open result snapshot at 56 KiB as received", op: OpSubscriptionOpen, out: true,
 			in:   `{"hostEpoch":"epoch-1","subscriptionId":"sub-1","nextSequence":1,"snapshot":` + atBound + `}`,
 			want: `{"hostEpoch":"epoch-1","subscriptionId":"sub-1","nextSequence":1,"snapshot":` + string(atBoundWant) + `}`},
+		{name: "open result with a pending interaction", op: OpSubscriptionOpen, out: true,
+			in: `{"hostEpoch":"epoch-1","subscriptionId":"sub-1","nextSequence":1,"snapshot":` +
+				strings.Replace(shSnapshot, `"pending":[]`, `"pending":[`+shPendingInteraction+`]`, 1) + `}`},
 		{name: "close input", op: OpSubscriptionClose, in: `{"subscriptionId":"` + shRep("\u00e9", 128) + `"}`},
 		{name: "close result", op: OpSubscriptionClose, out: true, in: `{"subscriptionId":"sub-1"}`},
 		{name: "projection frame", in: shProjection},

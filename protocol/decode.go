@@ -15,6 +15,9 @@ const MaxSafeInteger = 1<<53 - 1
 // method returns a zero value. A D never panics on any input.
 type D struct {
 	err error
+	// closed, when set (by the protocol's own tests), is told of every
+	// closed object that passes its key check, with the keys it allows.
+	closed func(path string, v Value, required, optional []string)
 }
 
 // Err returns the first failure as a *ProtocolError with code invalid_frame.
@@ -70,6 +73,9 @@ func (d *D) Closed(v Value, path string, required, optional []string) Obj {
 			d.Fail(path, "unexpected key %q", m.Key)
 			return o
 		}
+	}
+	if d.closed != nil {
+		d.closed(path, v, required, optional)
 	}
 	return o
 }

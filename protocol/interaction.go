@@ -1,6 +1,11 @@
 package protocol
 
-import "unicode/utf8"
+import (
+	"unicode/utf8"
+
+	"github.com/maka-agent/maka/internal/bashcategory"
+	"github.com/maka-agent/maka/internal/wireredact"
+)
 
 // This file owns the interaction shapes of protocol.md §6.4 and the codecs of
 // interaction.query and interaction.answer.
@@ -406,7 +411,8 @@ type AdditionalPermissionsRisk struct {
 // SandboxEscalationPrompt is the sandbox_escalation prompt for a Bash
 // command: toolName "Bash", reason "sandbox_escalation", a command review
 // with cwd, an all-true risk summary and decisions ["allow_once","deny"].
-// Category must equal CategorizeBash(Command).
+// Category must be the original host's category of Command (the decoders
+// check it with internal/bashcategory).
 type SandboxEscalationPrompt struct {
 	Category                  string
 	Command                   string
@@ -824,7 +830,7 @@ func IsSafeReviewText(s string) bool {
 		}
 		i += size
 	}
-	return !ContainsSecret(s)
+	return !wireredact.Contains(s)
 }
 
 // browserToolActions maps the browser tools to their review action.
@@ -854,7 +860,7 @@ func toolPermissionProblem(p ToolPermissionPrompt) string {
 		if !ok {
 			return "Bash requires a command review"
 		}
-		if p.Category != CategorizeBash(r.Command) {
+		if p.Category != bashcategory.Categorize(r.Command) {
 			return "Bash category does not match the command"
 		}
 		return ""
@@ -1363,7 +1369,7 @@ func decodePermissionPrompt(d *D, v Value, path string) PermissionPrompt {
 		}
 		p.AlsoApprovesToolExecution = o.Bool("alsoApprovesToolExecution")
 		decodeOneShotDecisions(d, o)
-		if !d.Failed() && p.Category != CategorizeBash(p.Command) {
+		if !d.Failed() && p.Category != bashcategory.Categorize(p.Command) {
 			d.Fail(path+".category", "does not match the command")
 		}
 		if d.Failed() {
@@ -1554,7 +1560,7 @@ func decodeBrowserReview(d *D, v Value, path string) ToolReview {
 			Condition: condition,
 			Value:     decodeReviewText(d, o, "value", ReviewTextMaxBytes, false),
 		}
-		if !d.Failed() && bashTrim(w.Value) == "" {
+		if !d.Failed() && jsTrim(w.Value) == "" {
 			d.Fail(path+".value", "blank wait value")
 		}
 		w.TimeoutSeconds = decodeWaitSeconds(d, o, "timeoutSeconds")

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/maka-agent/maka/internal/bashcategory"
 )
 
 // ---------------------------------------------------------------------------
@@ -90,6 +92,7 @@ var ixValidPrompts = map[string]string{
 	"snapshot":      ixToolPrompt("browser_snapshot", "browser", `{"kind":"browser","action":"snapshot"}`, true),
 	"click":         ixToolPrompt("browser_click", "browser", `{"kind":"browser","action":"click","ref":"e12"}`, true),
 	"type":          ixToolPrompt("browser_type", "browser", `{"kind":"browser","action":"type","ref":"e3","input":{"text":"","bytes":0,"truncated":false},"submit":true}`, true),
+	"type text":     ixToolPrompt("browser_type", "browser", `{"kind":"browser","action":"type","ref":"e3","input":{"text":"hello","bytes":5,"truncated":false},"submit":false}`, true),
 	"wait text":     ixToolPrompt("browser_wait", "browser", `{"kind":"browser","action":"wait","condition":"text","value":"Done","timeoutSeconds":30}`, true),
 	"wait selector": ixToolPrompt("browser_wait", "browser", `{"kind":"browser","action":"wait","condition":"selector","value":"#ok","timeoutSeconds":120}`, true),
 	"wait duration": ixToolPrompt("browser_wait", "browser", `{"kind":"browser","action":"wait","condition":"duration","seconds":2.5}`, true),
@@ -100,11 +103,13 @@ var ixValidPrompts = map[string]string{
 // ixValidSnapshots are canonical snapshots in every state.
 func ixValidSnapshots() map[string]string {
 	m := map[string]string{
-		"pending bash":           ixSnapshot(ixBashRequest, ""),
-		"pending question":       ixSnapshot(ixQuestionRequest, ""),
-		"pending two questions":  ixSnapshot(ixQuestionRequest2, ""),
-		"pending additional":     ixSnapshot(ixAdditionalRequest, ""),
-		"pending sandbox":        ixSnapshot(ixSandboxRequest, ""),
+		"pending bash":          ixSnapshot(ixBashRequest, ""),
+		"pending question":      ixSnapshot(ixQuestionRequest, ""),
+		"pending two questions": ixSnapshot(ixQuestionRequest2, ""),
+		"pending additional":    ixSnapshot(ixAdditionalRequest, ""),
+		"pending sandbox":       ixSnapshot(ixSandboxRequest, ""),
+		"pending additional protected": ixSnapshot(strings.NewReplacer(`"protectedMetadata":false`, `"protectedMetadata":true`,
+			`"alsoApprovesToolExecution":false`, `"alsoApprovesToolExecution":true`).Replace(ixAdditionalRequest), ""),
 		"answered remember":      ixSnapshot(ixBashRequest, ixAllowRemember),
 		"answered auto deny":     ixSnapshot(ixBashRequest, ixAutoDeny),
 		"answered additional":    ixSnapshot(ixAdditionalRequest, `{"kind":"permission_answer","reviewer":"user","committedAt":0,"decision":"allow","rememberForTurn":false}`),
@@ -855,9 +860,9 @@ func TestInteractionOutcomeEncodedBound(t *testing.T) {
 // ---------------------------------------------------------------------------
 // interaction.answer
 
-func TestInteractionAnswerInput(t *testing.T) {
-	dec := ixCodec(t, "interaction.answer", true)
-	valid := map[string]string{
+// ixValidAnswerInputs are valid interaction.answer inputs, in canonical form.
+func ixValidAnswerInputs() map[string]string {
+	return map[string]string{
 		"allow remember": `{"interactionId":"i1","answer":{"kind":"permission","decision":"allow","rememberForTurn":true}}`,
 		"allow":          `{"interactionId":"i1","answer":{"kind":"permission","decision":"allow","rememberForTurn":false}}`,
 		"deny":           `{"interactionId":"i1","answer":{"kind":"permission","decision":"deny","rememberForTurn":false}}`,
@@ -865,6 +870,21 @@ func TestInteractionAnswerInput(t *testing.T) {
 		"question null":  `{"interactionId":"i1","answer":{"kind":"question","answers":[null]}}`,
 		"answer 2048":    `{"interactionId":"i1","answer":{"kind":"question","answers":["` + strings.Repeat("é", 1024) + `"]}}`,
 	}
+}
+
+// ixValidAnsweredSnapshots are valid interaction.answer results, in
+// canonical form.
+func ixValidAnsweredSnapshots() map[string]string {
+	return map[string]string{
+		"permission": ixSnapshot(ixBashRequest, ixAllowRemember),
+		"auto":       ixSnapshot(ixBashRequest, ixAutoDeny),
+		"question":   ixSnapshot(ixQuestionRequest, ixQuestionOut),
+	}
+}
+
+func TestInteractionAnswerInput(t *testing.T) {
+	dec := ixCodec(t, "interaction.answer", true)
+	valid := ixValidAnswerInputs()
 	ixCheckCanonical(t, dec, valid)
 	out := ixRoundTrip(t, dec, valid["question"], valid["question"]).(InteractionAnswerInput)
 	if out.InteractionID != "i1" || out.Answer.Kind != InteractionKindQuestion || len(out.Answer.Answers) != 3 ||
@@ -921,11 +941,7 @@ func TestInteractionAnswerEncodedBound(t *testing.T) {
 
 func TestInteractionAnswerOutput(t *testing.T) {
 	dec := ixCodec(t, "interaction.answer", false)
-	answered := map[string]string{
-		"permission": ixSnapshot(ixBashRequest, ixAllowRemember),
-		"auto":       ixSnapshot(ixBashRequest, ixAutoDeny),
-		"question":   ixSnapshot(ixQuestionRequest, ixQuestionOut),
-	}
+	answered := ixValidAnsweredSnapshots()
 	ixCheckCanonical(t, dec, answered)
 	out := ixRoundTrip(t, dec, answered["question"], answered["question"])
 	if s, ok := out.(InteractionAnsweredSnapshot); !ok || s.Status != InteractionStatusAnswered || s.Outcome == nil {
@@ -1198,7 +1214,7 @@ func TestInteractionRequestValidateAndBuild(t *testing.T) {
 	sel := ""
 	built := []InteractionRequest{
 		{Kind: InteractionKindPermission, ToolUseID: "u", Prompt: ToolPermissionPrompt{ToolName: "Bash",
-			Category: CategorizeBash("git push -f"), Reason: PermissionReasonForCategory(CategorizeBash("git push -f")),
+			Category: bashcategory.Categorize("git push -f"), Reason: PermissionReasonForCategory(bashcategory.Categorize("git push -f")),
 			Review: CommandReview{Command: "git push -f", Cwd: &cwd}}},
 		{Kind: InteractionKindPermission, ToolUseID: "u", Prompt: ToolPermissionPrompt{ToolName: "browser_extract",
 			Category: ToolCategoryBrowser, Reason: PermissionReasonBrowser, Review: BrowserExtractReview{Selector: &sel}}},
@@ -1276,6 +1292,20 @@ func TestInteractionDecodersNeverPanic(t *testing.T) {
 		for _, v := range []string{"null", "[]", "{}", `{"kind":null}`, `{"kind":"question","answers":[[]]}`,
 			`{"kind":"permission","prompt":{"kind":"tool_permission","review":{"kind":"browser","action":"wait"}}}`} {
 			ixWantInvalidErr(t, v, f(ixParse(t, v)))
+		}
+	}
+}
+
+// The classifier the decoders check prompts with names wire categories.
+func TestBashCategoriesAreToolCategories(t *testing.T) {
+	for got, want := range map[string]string{
+		bashcategory.Privileged:     ToolCategoryPrivileged,
+		bashcategory.FSDestructive:  ToolCategoryFSDestructive,
+		bashcategory.GitDestructive: ToolCategoryGitDestructive,
+		bashcategory.ShellUnsafe:    ToolCategoryShellUnsafe,
+	} {
+		if got != want {
+			t.Errorf("bashcategory names %q where the protocol names %q", got, want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -675,6 +676,22 @@ func appendUnescapeLineSeparators(dst, src []byte) []byte {
 func EncodedSize(v any) (int, error) {
 	b, err := Marshal(v)
 	return len(b), err
+}
+
+// isJSWhitespace reports whether r is in JavaScript's \s class (the set
+// String.prototype.trim removes).
+func isJSWhitespace(r rune) bool {
+	switch r {
+	case '\t', '\n', '\v', '\f', '\r', ' ', 0xa0, 0x1680, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000, 0xfeff:
+		return true
+	}
+	return r >= 0x2000 && r <= 0x200a
+}
+
+// jsTrim removes leading and trailing white space and line terminators as
+// JavaScript's String.prototype.trim does.
+func jsTrim(s string) string {
+	return strings.TrimFunc(s, isJSWhitespace)
 }
 
 // UTF16Len returns the length of s in UTF-16 code units (JavaScript's

@@ -30,6 +30,7 @@ func permissionsValidCases() []shCase {
 		{name: "root set nothing", op: OpRootPermissionsSet, in: `{}`},
 		{name: "root set", op: OpRootPermissionsSet, in: `{"sandbox":"read-only","rules":[` + rule + `]}`},
 		{name: "root result", op: OpRootPermissionsSet, out: true, in: `{"sandbox":"workspace-write","rules":[]}`},
+		{name: "root query result", op: OpRootPermissionsQuery, out: true, in: `{"sandbox":"read-only","rules":[` + rule + `]}`},
 	}
 }
 

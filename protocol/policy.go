@@ -346,7 +346,7 @@ func decodeNetworkProxy(d *D, v Value, path string, canonical bool) NetworkProxy
 	if !d.Failed() && strings.ContainsFunc(raw, func(r rune) bool { return r <= 0x1f || r >= 0x7f && r <= 0x9f }) {
 		d.Fail(path+".host", "contains control characters")
 	}
-	p.Host = policyTrimSpace(raw)
+	p.Host = jsTrim(raw)
 	if !d.Failed() {
 		switch {
 		case canonical && p.Host != raw:

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"unicode/utf8"
 
+	"github.com/maka-agent/maka/internal/wireredact"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -258,9 +259,9 @@ var (
 )
 
 // IsSafeTaskID reports whether s is a safe task id: a stable token that
-// RedactSecrets leaves unchanged.
+// internal/wireredact finds no secret in.
 func IsSafeTaskID(s string) bool {
-	return safeTaskIDPattern.MatchString(s) && !ContainsSecret(s)
+	return safeTaskIDPattern.MatchString(s) && !wireredact.Contains(s)
 }
 
 // IsTaskKey reports whether s is a task key such as T1 or T3.2.
@@ -270,7 +271,7 @@ func IsTaskKey(s string) bool {
 
 // IsCanonicalTaskText reports whether the task projection would leave s
 // unchanged: NFC, no whitespace other than single inner spaces, no ledger
-// tags, and no secret RedactSecrets would replace.
+// tags, and no secret internal/wireredact would replace.
 func IsCanonicalTaskText(s string) bool {
 	prevSpace := true // rejects a leading space
 	for _, r := range s {
@@ -286,17 +287,7 @@ func IsCanonicalTaskText(s string) bool {
 	if prevSpace && s != "" {
 		return false // trailing space
 	}
-	return norm.NFC.IsNormalString(s) && !taskLedgerTag.MatchString(s) && !ContainsSecret(s)
-}
-
-// isJSWhitespace reports whether r is in JavaScript's \s class (the set
-// String.prototype.trim removes).
-func isJSWhitespace(r rune) bool {
-	switch r {
-	case '\t', '\n', '\v', '\f', '\r', ' ', 0xa0, 0x1680, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000, 0xfeff:
-		return true
-	}
-	return r >= 0x2000 && r <= 0x200a
+	return norm.NFC.IsNormalString(s) && !taskLedgerTag.MatchString(s) && !wireredact.Contains(s)
 }
 
 func decodeTaskRevision(o Obj, key string) string {

@@ -1,6 +1,10 @@
 package protocol
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/maka-agent/maka/internal/wireredact"
+)
 
 // This file owns the credential vault shapes of protocol.md §6.8 and the
 // codecs of credential.vault.query / set / delete (§5.20–§5.22).
@@ -121,7 +125,7 @@ func (in CredentialVaultSetInput) String() string {
 	if in.Expected != nil {
 		exp = fmt.Sprintf("{%s %d}", in.Expected.CredentialID, in.Expected.Revision)
 	}
-	return fmt.Sprintf("{locator:%+v expected:%s secret:%s}", in.Locator, exp, RedactedMarker)
+	return fmt.Sprintf("{locator:%+v expected:%s secret:%s}", in.Locator, exp, wireredact.Marker)
 }
 
 // GoString is String, so %#v never prints the secret either.

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/maka-agent/maka/internal/bashcategory"
 	"github.com/maka-agent/maka/internal/tools"
 	"github.com/maka-agent/maka/protocol"
 )
@@ -30,7 +31,7 @@ func TestSuggestRule(t *testing.T) {
 	twoLines := permission("Bash", protocol.ToolCategoryShellUnsafe, protocol.CommandReview{Command: "make\nmake install"}, true)
 	write := permission("Write", protocol.ToolCategoryFileWrite, protocol.PathReview{Operation: "write", Path: "a.txt"}, true)
 	escalate := protocol.InteractionRequest{Kind: protocol.InteractionKindPermission, Prompt: protocol.SandboxEscalationPrompt{
-		Category: protocol.CategorizeBash("git push"), Command: "git push", Cwd: "/w", Trigger: protocol.SandboxTriggerProactive}}
+		Category: bashcategory.Categorize("git push"), Command: "git push", Cwd: "/w", Trigger: protocol.SandboxTriggerProactive}}
 	registry := tools.NewRegistry(tools.Builtins()...)
 	cases := []struct {
 		name    string

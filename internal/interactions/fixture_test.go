@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/maka-agent/maka/internal/agent"
+	"github.com/maka-agent/maka/internal/bashcategory"
 	"github.com/maka-agent/maka/internal/continuity"
 	"github.com/maka-agent/maka/internal/host"
 	"github.com/maka-agent/maka/internal/hosttest"
@@ -393,7 +394,7 @@ func wantOK[T any](t *testing.T, out host.Outcome) T {
 // bash is a Bash permission request whose scope is its command.
 func bash(toolUseID, command string) agent.PermissionRequest {
 	args, _ := json.Marshal(map[string]string{"command": command})
-	cat := protocol.CategorizeBash(command)
+	cat := bashcategory.Categorize(command)
 	return agent.PermissionRequest{
 		ToolUseID: toolUseID, ToolName: "Bash", Category: cat, Reason: protocol.PermissionReasonForCategory(cat),
 		Args: args, RememberAllowed: true, ScopeKey: cat + ":Bash:" + command,

@@ -7,7 +7,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/maka-agent/maka/internal/agent"
+	"github.com/maka-agent/maka/internal/bashcategory"
 	"github.com/maka-agent/maka/internal/tools"
+	"github.com/maka-agent/maka/internal/wireredact"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -56,7 +58,7 @@ func escalationRequest(req agent.PermissionRequest) (protocol.InteractionRequest
 	if err != nil {
 		return protocol.InteractionRequest{}, err
 	}
-	if protocol.CategorizeBash(cmd) != req.Category {
+	if bashcategory.Categorize(cmd) != req.Category {
 		return protocol.InteractionRequest{}, invalid("the command cannot be shown for review without changing its category")
 	}
 	wire := protocol.InteractionRequest{
@@ -101,7 +103,7 @@ func toolReview(req agent.PermissionRequest) (protocol.ToolReview, error) {
 		if err != nil {
 			return nil, err
 		}
-		if protocol.CategorizeBash(cmd) != req.Category {
+		if bashcategory.Categorize(cmd) != req.Category {
 			return nil, invalid("the command cannot be shown for review without changing its category")
 		}
 		return protocol.CommandReview{Command: cmd}, nil
@@ -221,8 +223,8 @@ func replaceControls(s string, command bool) string {
 // review text must pass unchanged.
 func redact(s string) string {
 	out := tools.Redact(s)
-	for i := 0; i < 3 && protocol.ContainsSecret(out); i++ {
-		out = protocol.RedactSecrets(out)
+	for i := 0; i < 3 && wireredact.Contains(out); i++ {
+		out = wireredact.Redact(out)
 	}
 	return out
 }

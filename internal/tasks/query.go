@@ -10,6 +10,7 @@ import (
 	"github.com/maka-agent/maka/internal/host"
 	"github.com/maka-agent/maka/internal/lane"
 	"github.com/maka-agent/maka/internal/store"
+	"github.com/maka-agent/maka/internal/wireredact"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -21,7 +22,7 @@ const MessageInvalidCursor = "Task ledger cursor is invalid"
 //
 // The projection lists tasks in creation order, leaves out archived tasks,
 // and turns each stored task into its wire form: subject, reasons and
-// evidence canonical (a subject left blank becomes protocol.RedactedMarker,
+// evidence canonical (a subject left blank becomes wireredact.Marker,
 // a blank reason is omitted), and resumeTrust classified: a stored
 // classification is kept, otherwise an in_progress task (the host may have
 // been restarted under it) is stale, a task missing its required evidence
@@ -101,7 +102,7 @@ func project(t protocol.Task) protocol.Task {
 		}
 	}
 	if p.Subject = projectText(t.Subject, protocol.TaskSubjectMaxCodePoints); p.Subject == "" {
-		p.Subject = protocol.RedactedMarker
+		p.Subject = wireredact.Marker
 	}
 	p.BlockedReason = projectText(t.BlockedReason, protocol.TaskEvidenceMaxCodePoints)
 	p.FailureReason = projectText(t.FailureReason, protocol.TaskEvidenceMaxCodePoints)

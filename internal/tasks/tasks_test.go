@@ -20,6 +20,7 @@ import (
 	"github.com/maka-agent/maka/internal/host"
 	"github.com/maka-agent/maka/internal/lane"
 	"github.com/maka-agent/maka/internal/store"
+	"github.com/maka-agent/maka/internal/wireredact"
 	"github.com/maka-agent/maka/protocol"
 	"go.uber.org/goleak"
 )
@@ -599,16 +600,16 @@ func TestCanonicalText(t *testing.T) {
 		{"  Fix\t\tthe\n bug  ", "Fix the bug"},
 		{"e\u0301t\u00e9", "\u00e9t\u00e9"},
 		{"a\u00a0\u2003\u3000b\ufeff", "a b"},
-		{"use sk-abcdefghijklmnopqrstu now", "use " + protocol.RedactedMarker + " now"},
-		{"token ghp_abcdefghijklmnopqrstuvwxyz", "token " + protocol.RedactedMarker},
-		{"Bearer   abcdefghijklmnopqrstuvwxyz0123", protocol.RedactedMarker},
+		{"use sk-abcdefghijklmnopqrstu now", "use " + wireredact.Marker + " now"},
+		{"token ghp_abcdefghijklmnopqrstuvwxyz", "token " + wireredact.Marker},
+		{"Bearer   abcdefghijklmnopqrstuvwxyz0123", wireredact.Marker},
 		{"<task-ledger>inside</task-ledger>", "inside"},
 		{"a <TASK-Ledger id=1> b", "a b"},
 		{"<task-<task-ledger>ledger>nested", "nested"},
 		{"a < b > c", "a < b > c"},
 		{"<task-ledger\n>x", "x"}, // the newline becomes a space, then the tag matches
 		// Removing the tag joins two halves of a hex secret.
-		{strings.Repeat("a", 20) + "<task-ledger>" + strings.Repeat("b", 20), protocol.RedactedMarker},
+		{strings.Repeat("a", 20) + "<task-ledger>" + strings.Repeat("b", 20), wireredact.Marker},
 		// Removing the tag leaves a combining mark after a letter.
 		{"e<task-ledger>\u0301", "\u00e9"},
 		{"bad \xff byte", "bad \uFFFD byte"},
@@ -648,16 +649,16 @@ func TestCanonicalText(t *testing.T) {
 	// The write path stores canonical text.
 	e := newEnv(t)
 	task, err := e.l.Create(testCtx(t), "s", Draft{Subject: "  ship\n<task-ledger>it sk-abcdefghijklmnopqrstu "})
-	if err != nil || task.Subject != "ship it "+protocol.RedactedMarker {
+	if err != nil || task.Subject != "ship it "+wireredact.Marker {
 		t.Fatalf("Create: %q, %v", task.Subject, err)
 	}
 	task = e.update("s", task.Key, Change{Status: protocol.TaskInProgress})
 	task = e.update("s", task.Key, Change{Status: protocol.TaskBlocked, BlockedReason: "waits\n\nfor  AKIAABCDEFGHIJKLMNOP"})
-	if task.BlockedReason != "waits for "+protocol.RedactedMarker {
+	if task.BlockedReason != "waits for "+wireredact.Marker {
 		t.Errorf("blocked reason %q", task.BlockedReason)
 	}
 	tasks, _ := e.list("s")
-	if tasks[0].Subject != "ship it "+protocol.RedactedMarker || tasks[0].BlockedReason != task.BlockedReason {
+	if tasks[0].Subject != "ship it "+wireredact.Marker || tasks[0].BlockedReason != task.BlockedReason {
 		t.Errorf("listed %+v", tasks[0])
 	}
 }
@@ -1176,9 +1177,9 @@ func TestProjection(t *testing.T) {
 		{"T3", "drive to blocked", protocol.ResumeTrusted, "waiting for review"},
 		{"T4", "drive to failed", protocol.ResumeTrusted, "tests fail"},
 		{"T10", "done", protocol.ResumeNeedsRevalidation, ""},
-		{"T11", protocol.RedactedMarker, protocol.ResumeNeedsRevalidation, ""},
+		{"T11", wireredact.Marker, protocol.ResumeNeedsRevalidation, ""},
 		{"T12", "kept", protocol.ResumeRepaired, ""},
-		{"T13", strings.Repeat("x", 200), protocol.ResumeTrusted, protocol.RedactedMarker},
+		{"T13", strings.Repeat("x", 200), protocol.ResumeTrusted, wireredact.Marker},
 		{"T14", "stale by trust", protocol.ResumeUntrusted, ""},
 	}
 	tasks, _, _ := e.pages(s)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/maka-agent/maka/internal/wireredact"
 	"github.com/maka-agent/maka/protocol"
 	"golang.org/x/text/unicode/norm"
 )
@@ -21,7 +22,7 @@ const maxCanonicalRounds = 16
 
 // canonicalText returns the canonical form of s: valid UTF-8, NFC, runs of
 // whitespace (JavaScript's \s class) collapsed to one space, trimmed, secrets
-// replaced by protocol.RedactedMarker and ledger tags removed. The steps are
+// replaced by wireredact.Marker and ledger tags removed. The steps are
 // repeated until nothing changes, because one step can undo another (a
 // removed tag can join two halves of a secret, or leave two spaces next to
 // each other). ok is false when no fixpoint was reached, which only hostile
@@ -30,7 +31,7 @@ func canonicalText(s string) (out string, ok bool) {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	for range maxCanonicalRounds {
 		next := norm.NFC.String(s)
-		next = protocol.RedactSecrets(next)
+		next = wireredact.Redact(next)
 		next = ledgerTag.ReplaceAllString(next, "")
 		next = collapseSpace(next)
 		if next == s {

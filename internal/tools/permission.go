@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/maka-agent/maka/internal/bashcategory"
 	"github.com/maka-agent/maka/internal/sandbox"
 	"github.com/maka-agent/maka/protocol"
 )
@@ -309,7 +310,7 @@ func (e *Engine) Evaluate(tool Tool, args json.RawMessage) Verdict {
 			// Nothing contains the command: it is read-only only if it
 			// cannot reach what the host hides and does not run what a
 			// file the model may write names.
-			cat = protocol.CategorizeBash(stringArg(args, "command"))
+			cat = bashcategory.Categorize(stringArg(args, "command"))
 			v.Category, v.Reason = cat, protocol.PermissionReasonForCategory(cat)
 			v.ScopeKey = ScopeKey(cat, tool, args)
 		}
@@ -347,7 +348,7 @@ func (e *Engine) Evaluate(tool Tool, args json.RawMessage) Verdict {
 		// Leaving the sandbox is approved once, for this call alone.
 		v.Decision, v.Escalation, v.RememberAllowed, v.Sandbox = Prompt, true, false, sandbox.Off
 		if cat == protocol.ToolCategoryShellSafe {
-			v.Category = protocol.CategorizeBash(stringArg(args, "command"))
+			v.Category = bashcategory.Categorize(stringArg(args, "command"))
 			v.Reason = protocol.PermissionReasonForCategory(v.Category)
 		}
 		return v

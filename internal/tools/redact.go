@@ -9,7 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/maka-agent/maka/protocol"
+	"github.com/maka-agent/maka/internal/wireredact"
 )
 
 // This file is the redactor of tool text: what the model reads and what
@@ -17,10 +17,10 @@ import (
 // key must start a token, a credential keyword must be a whole key (not a
 // path component), and git object ids are kept.
 //
-// It is not a superset of protocol.RedactSecrets, whose rules are the
+// It is not a superset of wireredact.Redact, whose rules are the
 // original host's wire rules (it also masks "sk-" inside a word and every
 // run of 40 hex digits). Text that becomes a canonical protocol string (a
-// permission review, a task subject) must still pass protocol.RedactSecrets.
+// permission review, a task subject) must still pass wireredact.Redact.
 
 // MinKnownSecretLen is the length, in bytes, below which a known secret
 // value is not masked (too short to be told apart from ordinary text).
@@ -108,7 +108,7 @@ func Redact(s string) string {
 func redactOnce(s string) string {
 	s = redactKnown(s)
 	if strings.Contains(s, "PRIVATE KEY-----") {
-		s = privateKeyBlock.ReplaceAllString(s, protocol.RedactedMarker)
+		s = privateKeyBlock.ReplaceAllString(s, wireredact.Marker)
 	}
 	s = redactCredentialValues(s, asciiLower(s))
 	for _, r := range tokenRules {
@@ -151,7 +151,7 @@ func (r tokenRule) redact(s string) string {
 			continue
 		}
 		b.WriteString(s[copied:start])
-		b.WriteString(protocol.RedactedMarker)
+		b.WriteString(wireredact.Marker)
 		copied = start + m[1]
 		pos = copied
 	}
@@ -178,7 +178,7 @@ func redactKnown(s string) string {
 	var found []string
 	for _, src := range *srcs {
 		for _, v := range (*src)() {
-			if len(v) >= MinKnownSecretLen && !strings.Contains(v, protocol.RedactedMarker) && strings.Contains(s, v) {
+			if len(v) >= MinKnownSecretLen && !strings.Contains(v, wireredact.Marker) && strings.Contains(s, v) {
 				found = append(found, v)
 			}
 		}
@@ -187,7 +187,7 @@ func redactKnown(s string) string {
 		slices.SortFunc(found, func(a, b string) int { return len(b) - len(a) })
 	}
 	for _, v := range found {
-		s = strings.ReplaceAll(s, v, protocol.RedactedMarker)
+		s = strings.ReplaceAll(s, v, wireredact.Marker)
 	}
 	return s
 }
@@ -208,7 +208,7 @@ func redactHexRuns(s string) string {
 		}
 		if j-i >= 40 && !isObjectID(s[i:j]) {
 			b.WriteString(s[copied:i])
-			b.WriteString(protocol.RedactedMarker)
+			b.WriteString(wireredact.Marker)
 			copied = j
 		}
 		i = j
@@ -301,11 +301,11 @@ func redactCredentialValues(s, lower string) string {
 			sep, quoted := s[m[6]:m[7]], m[9] > m[8]
 			valStart, valEnd := m[10], m[11]
 			val := s[valStart:valEnd]
-			if val == protocol.RedactedMarker || (sep == ":" && !quoted && !looksSecret(val)) {
+			if val == wireredact.Marker || (sep == ":" && !quoted && !looksSecret(val)) {
 				continue
 			}
 			b.WriteString(s[copied:valStart])
-			b.WriteString(protocol.RedactedMarker)
+			b.WriteString(wireredact.Marker)
 			copied, pos = valEnd, valEnd
 			break
 		}

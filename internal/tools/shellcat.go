@@ -4,19 +4,20 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/maka-agent/maka/internal/bashcategory"
 	"github.com/maka-agent/maka/internal/shellsafe"
 	"github.com/maka-agent/maka/protocol"
 )
 
 // BashCategory classifies a Bash command: shell_safe when it is a
 // read-only command (shellsafe.Classify), else the original host's
-// classification (protocol.CategorizeBash: privileged, fs_destructive,
+// classification (bashcategory.Categorize: privileged, fs_destructive,
 // git_destructive or shell_unsafe), which a prompt's review must match.
 func BashCategory(command string) string {
 	if shellsafe.Classify(command).Safe {
 		return protocol.ToolCategoryShellSafe
 	}
-	return protocol.CategorizeBash(command)
+	return bashcategory.Categorize(command)
 }
 
 // ShellUnsafeReason says in a few words why a command is not read-only, or

@@ -1,8 +1,8 @@
-package protocol
+package bashcategory
 
 import "testing"
 
-// FuzzCategorizeBash checks that CategorizeBash never panics, never returns
+// FuzzCategorizeBash checks that Categorize never panics, never returns
 // shell_safe, and classifies a command by all of its segments: a harmless
 // leading statement changes nothing.
 func FuzzCategorizeBash(f *testing.F) {
@@ -14,14 +14,14 @@ func FuzzCategorizeBash(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, command string) {
-		got := CategorizeBash(command)
+		got := Categorize(command)
 		switch got {
-		case ToolCategoryPrivileged, ToolCategoryFSDestructive, ToolCategoryGitDestructive, ToolCategoryShellUnsafe:
+		case Privileged, FSDestructive, GitDestructive, ShellUnsafe:
 		default:
-			t.Fatalf("CategorizeBash(%q) = %q", command, got)
+			t.Fatalf("Categorize(%q) = %q", command, got)
 		}
-		if prefixed := CategorizeBash("true; " + command); prefixed != got {
-			t.Fatalf("CategorizeBash(%q) = %s but with a leading statement %s", command, got, prefixed)
+		if prefixed := Categorize("true; " + command); prefixed != got {
+			t.Fatalf("Categorize(%q) = %s but with a leading statement %s", command, got, prefixed)
 		}
 	})
 }

@@ -1,4 +1,13 @@
-package protocol
+// Package baseurl canonicalizes connection base URLs the way the WHATWG URL
+// standard parses and serializes them (`new URL(s).toString()`), restricted to
+// what a connection base URL may be: an absolute http or https URL without
+// credentials, query or fragment. The protocol's connection-catalog decoders
+// accept a base URL only in this canonical form.
+//
+// Hosts are limited to ASCII: a non-ASCII host (raw or percent-encoded) and a
+// punycode label ("xn--") are rejected, because validating them needs the
+// UTS #46 tables, which the standard library does not carry.
+package baseurl
 
 import (
 	"errors"
@@ -6,39 +15,22 @@ import (
 	"strings"
 )
 
-// This file canonicalizes connection base URLs the way the WHATWG URL
-// standard parses and serializes them (`new URL(s).toString()`), restricted to
-// what a connection base URL may be: an absolute http or https URL without
-// credentials, query or fragment.
-//
-// Hosts are limited to ASCII: a non-ASCII host (raw or percent-encoded) and a
-// punycode label ("xn--") are rejected, because validating them needs the
-// UTS #46 tables, which the standard library does not carry.
+// ErrInvalid is wrapped by every Canonical failure.
+var ErrInvalid = errors.New("invalid base URL")
 
-// ErrInvalidBaseURL is wrapped by every CanonicalBaseURL failure.
-var ErrInvalidBaseURL = errors.New("invalid base URL")
-
-// ProviderDefaultBaseURL holds the built-in endpoint of the provider types
-// that have a well-known one. A base URL equal to the provider default is
-// not an override and is dropped by NormalizeConnectionBaseURL.
-var ProviderDefaultBaseURL = map[string]string{
-	"openai":    "https://api.openai.com/v1",
-	"anthropic": "https://api.anthropic.com",
-	"ollama":    "http://localhost:11434/v1",
-	"lm-studio": "http://localhost:1234/v1",
+// Invalid returns the error for a base URL rejected for reason; it wraps
+// ErrInvalid.
+func Invalid(reason string) error {
+	return errors.Join(ErrInvalid, errors.New("base URL "+reason))
 }
 
-func baseURLError(reason string) error {
-	return errors.Join(ErrInvalidBaseURL, errors.New("base URL "+reason))
-}
-
-// policyTrimSpace removes leading and trailing white space and line terminators
+// trimSpace removes leading and trailing white space and line terminators
 // as JavaScript's String.prototype.trim does.
-func policyTrimSpace(s string) string {
-	return strings.TrimFunc(s, policyIsSpace)
+func trimSpace(s string) string {
+	return strings.TrimFunc(s, isSpace)
 }
 
-func policyIsSpace(r rune) bool {
+func isSpace(r rune) bool {
 	switch r {
 	case '\t', '\n', '\v', '\f', '\r', ' ', 0x00a0, 0x1680, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000, 0xfeff:
 		return true
@@ -46,39 +38,19 @@ func policyIsSpace(r rune) bool {
 	return r >= 0x2000 && r <= 0x200a
 }
 
-// CanonicalBaseURL trims raw (JavaScript trim) and returns its canonical
-// WHATWG serialization. An empty or blank raw yields "" (no base URL). The URL
-// must use http or https, carry no username or password, and contain no '?'
-// or '#' anywhere in its text.
-func CanonicalBaseURL(raw string) (string, error) {
-	s := policyTrimSpace(raw)
+// Canonical trims raw (JavaScript trim) and returns its canonical WHATWG
+// serialization. An empty or blank raw yields "" (no base URL). The URL must
+// use http or https, carry no username or password, and contain no '?' or
+// '#' anywhere in its text.
+func Canonical(raw string) (string, error) {
+	s := trimSpace(raw)
 	if s == "" {
 		return "", nil
 	}
 	if strings.ContainsAny(s, "?#") {
-		return "", baseURLError("must not contain a query or fragment")
+		return "", Invalid("must not contain a query or fragment")
 	}
 	return serializeHTTPURL(s)
-}
-
-// NormalizeConnectionBaseURL canonicalizes a connection base URL for a
-// provider type: the result is "" when raw is blank or equals the provider's
-// default endpoint, and an override of an oauth_token provider's endpoint is
-// rejected. With an empty providerType only the canonical form is computed.
-func NormalizeConnectionBaseURL(raw, providerType string) (string, error) {
-	canonical, err := CanonicalBaseURL(raw)
-	if err != nil || canonical == "" || providerType == "" {
-		return canonical, err
-	}
-	if def, ok := ProviderDefaultBaseURL[providerType]; ok {
-		if c, err := CanonicalBaseURL(def); err == nil && c == canonical {
-			return "", nil
-		}
-	}
-	if ProviderAuth(providerType) == AuthOAuthToken {
-		return "", baseURLError("cannot override the endpoint of an OAuth provider")
-	}
-	return canonical, nil
 }
 
 // serializeHTTPURL runs the WHATWG basic URL parser (no base URL) on s and
@@ -105,14 +77,14 @@ func serializeHTTPURL(s string) (string, error) {
 
 	// Scheme.
 	if s == "" || !urlIsAlpha(s[0]) {
-		return "", baseURLError("must be an absolute URL")
+		return "", Invalid("must be an absolute URL")
 	}
 	i := 1
 	for i < len(s) && (urlIsAlpha(s[i]) || urlIsDigit(s[i]) || s[i] == '+' || s[i] == '-' || s[i] == '.') {
 		i++
 	}
 	if i >= len(s) || s[i] != ':' {
-		return "", baseURLError("must be an absolute URL")
+		return "", Invalid("must be an absolute URL")
 	}
 	scheme := strings.ToLower(s[:i])
 	var defaultPort int
@@ -122,7 +94,7 @@ func serializeHTTPURL(s string) (string, error) {
 	case "https":
 		defaultPort = 443
 	default:
-		return "", baseURLError("must use http or https")
+		return "", Invalid("must use http or https")
 	}
 
 	// Special schemes ignore any run of slashes and backslashes before the
@@ -136,7 +108,7 @@ func serializeHTTPURL(s string) (string, error) {
 	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
 		// Username and password are both empty only for "@" and ":@".
 		if cred := authority[:at]; cred != "" && cred != ":" {
-			return "", baseURLError("must not contain credentials")
+			return "", Invalid("must not contain credentials")
 		}
 		authority = authority[at+1:]
 	}
@@ -158,7 +130,7 @@ scan:
 		}
 	}
 	if host == "" {
-		return "", baseURLError("must have a host")
+		return "", Invalid("must have a host")
 	}
 	serializedHost, err := parseURLHost(host)
 	if err != nil {
@@ -174,11 +146,11 @@ scan:
 		n := 0
 		for k := 0; k < len(port); k++ {
 			if !urlIsDigit(port[k]) {
-				return "", baseURLError("has an invalid port")
+				return "", Invalid("has an invalid port")
 			}
 			n = n*10 + int(port[k]-'0')
 			if n > 65535 {
-				return "", baseURLError("has an invalid port")
+				return "", Invalid("has an invalid port")
 			}
 		}
 		if n != defaultPort {
@@ -300,11 +272,11 @@ func urlHexValue(c byte) (byte, bool) {
 func parseURLHost(h string) (string, error) {
 	if h[0] == '[' {
 		if len(h) < 2 || h[len(h)-1] != ']' {
-			return "", baseURLError("has an invalid IPv6 host")
+			return "", Invalid("has an invalid IPv6 host")
 		}
 		addr, ok := urlParseIPv6(h[1 : len(h)-1])
 		if !ok {
-			return "", baseURLError("has an invalid IPv6 host")
+			return "", Invalid("has an invalid IPv6 host")
 		}
 		return "[" + urlSerializeIPv6(addr) + "]", nil
 	}
@@ -322,26 +294,26 @@ func parseURLHost(h string) (string, error) {
 			}
 		}
 		if c >= 0x80 {
-			return "", baseURLError("has a non-ASCII host, which is not supported")
+			return "", Invalid("has a non-ASCII host, which is not supported")
 		}
 		if c >= 'A' && c <= 'Z' {
 			c += 'a' - 'A'
 		}
 		if urlForbiddenDomainByte(c) {
-			return "", baseURLError("has a forbidden character in its host")
+			return "", Invalid("has a forbidden character in its host")
 		}
 		b = append(b, c)
 	}
 	domain := string(b)
 	for label := range strings.SplitSeq(domain, ".") {
 		if strings.HasPrefix(label, "xn--") {
-			return "", baseURLError("has a punycode host label, which is not supported")
+			return "", Invalid("has a punycode host label, which is not supported")
 		}
 	}
 	if urlEndsInNumber(domain) {
 		v, ok := urlParseIPv4(domain)
 		if !ok {
-			return "", baseURLError("has an invalid IPv4 host")
+			return "", Invalid("has an invalid IPv4 host")
 		}
 		return strconv.Itoa(int(v>>24)) + "." + strconv.Itoa(int(v>>16&0xff)) + "." +
 			strconv.Itoa(int(v>>8&0xff)) + "." + strconv.Itoa(int(v&0xff)), nil

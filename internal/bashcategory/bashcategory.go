@@ -1,4 +1,11 @@
-package protocol
+// Package bashcategory classifies a shell command into the category, and so
+// the prompt reason, of its Bash permission prompt. The protocol's
+// interaction decoders use it to check that a prompt's category matches its
+// command review, so its result must be reproducible bit for bit: the
+// patterns below keep the JavaScript regular-expression semantics of the
+// original classifier (JavaScript whitespace for \s and trim, '.' stopping at
+// line terminators, ASCII-only case folding for case-insensitive patterns).
+package bashcategory
 
 import (
 	"regexp"
@@ -6,13 +13,14 @@ import (
 	"unicode/utf8"
 )
 
-// This file holds CategorizeBash, the shell-command classifier that decides
-// the category (and so the prompt reason) of a Bash permission prompt. The
-// interaction decoders use it to check that a prompt's category matches its
-// command review, so its result must be reproducible bit for bit: the
-// patterns below keep the JavaScript regular-expression semantics of the
-// original classifier (JavaScript whitespace for \s and trim, '.' stopping at
-// line terminators, ASCII-only case folding for case-insensitive patterns).
+// The categories Categorize returns, spelled as the protocol's ToolCategory
+// values of the same names.
+const (
+	Privileged     = "privileged"
+	FSDestructive  = "fs_destructive"
+	GitDestructive = "git_destructive"
+	ShellUnsafe    = "shell_unsafe"
+)
 
 // bashSpaceClass is the body of JavaScript's \s class (WhiteSpace plus
 // LineTerminator), which is also the set String.prototype.trim removes.
@@ -208,7 +216,7 @@ const bashMaxNesting = 2
 // bashMaxWrapperHops bounds how many wrapper commands are unwrapped.
 const bashMaxWrapperHops = 5
 
-// CategorizeBash classifies a shell command into the tool category used for
+// Categorize classifies a shell command into the tool category used for
 // its permission prompt. It never returns shell_safe: no command is provably
 // safe from its text. It scans every statement segment (split on ; | & ( ) { }
 // newlines and backticks), canonicalizes each segment's command name
@@ -217,7 +225,7 @@ const bashMaxWrapperHops = 5
 // skipped with their options), follows literal sh/bash/zsh -c, pwsh -c and
 // cmd /c payloads, and picks, in order of precedence, privileged,
 // fs_destructive, git_destructive, else shell_unsafe.
-func CategorizeBash(command string) string {
+func Categorize(command string) string {
 	trimmed := bashTrim(command)
 	segments := bashScanSegments(command, bashMaxNesting)
 	if strings.Contains(command, "`") {
@@ -225,23 +233,23 @@ func CategorizeBash(command string) string {
 	}
 	for _, s := range segments {
 		if bashPrivileged(s) {
-			return ToolCategoryPrivileged
+			return Privileged
 		}
 	}
 	for _, s := range segments {
 		if bashAnyMatch(bashFSPatterns, s) || bashAnyMatch(bashFSPatternsCI, bashASCIILower(s)) {
-			return ToolCategoryFSDestructive
+			return FSDestructive
 		}
 	}
 	if bashAnyMatch(bashPipePatterns, trimmed) {
-		return ToolCategoryFSDestructive
+		return FSDestructive
 	}
 	for _, s := range segments {
 		if bashAnyMatch(bashGitPatterns, s) {
-			return ToolCategoryGitDestructive
+			return GitDestructive
 		}
 	}
-	return ToolCategoryShellUnsafe
+	return ShellUnsafe
 }
 
 func bashAnyMatch(patterns []*regexp.Regexp, s string) bool {

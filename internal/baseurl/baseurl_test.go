@@ -1,4 +1,4 @@
-package protocol
+package baseurl
 
 import (
 	"errors"
@@ -130,67 +130,28 @@ var baseURLUnsupported = []string{
 	"http://a.XN--abc/",
 }
 
-func TestCanonicalBaseURL(t *testing.T) {
+func TestCanonical(t *testing.T) {
 	for _, c := range baseURLValid {
-		got, err := CanonicalBaseURL(c.in)
+		got, err := Canonical(c.in)
 		if err != nil || got != c.want {
-			t.Errorf("CanonicalBaseURL(%q) = %q, %v; want %q", c.in, got, err, c.want)
+			t.Errorf("Canonical(%q) = %q, %v; want %q", c.in, got, err, c.want)
 			continue
 		}
-		if again, err := CanonicalBaseURL(got); err != nil || again != got {
-			t.Errorf("CanonicalBaseURL is not idempotent on %q: %q, %v", got, again, err)
+		if again, err := Canonical(got); err != nil || again != got {
+			t.Errorf("Canonical is not idempotent on %q: %q, %v", got, again, err)
 		}
 	}
 	for _, in := range append(baseURLInvalid, baseURLUnsupported...) {
-		got, err := CanonicalBaseURL(in)
+		got, err := Canonical(in)
 		if err == nil {
-			t.Errorf("CanonicalBaseURL(%q) = %q, want an error", in, got)
-		} else if !errors.Is(err, ErrInvalidBaseURL) {
-			t.Errorf("CanonicalBaseURL(%q) error %v does not wrap ErrInvalidBaseURL", in, err)
+			t.Errorf("Canonical(%q) = %q, want an error", in, got)
+		} else if !errors.Is(err, ErrInvalid) {
+			t.Errorf("Canonical(%q) error %v does not wrap ErrInvalid", in, err)
 		}
 	}
 	for _, blank := range []string{"", "   ", "\t\n", "\u3000\ufeff"} {
-		if got, err := CanonicalBaseURL(blank); got != "" || err != nil {
-			t.Errorf("CanonicalBaseURL(%q) = %q, %v; want absent", blank, got, err)
-		}
-	}
-}
-
-func TestNormalizeConnectionBaseURL(t *testing.T) {
-	cases := []struct {
-		raw, provider, want string
-		fail                bool
-	}{
-		{raw: "https://api.openai.com/v1", provider: "openai", want: ""},
-		{raw: " HTTPS://API.OPENAI.COM:443/v1 ", provider: "openai", want: ""},
-		{raw: "https://api.openai.com/v1/", provider: "openai", want: "https://api.openai.com/v1/"},
-		{raw: "https://api.anthropic.com", provider: "anthropic", want: ""},
-		{raw: "https://api.anthropic.com/", provider: "anthropic", want: ""},
-		{raw: "https://api.anthropic.com/v1", provider: "anthropic", want: "https://api.anthropic.com/v1"},
-		{raw: "http://localhost:11434/v1", provider: "ollama", want: ""},
-		{raw: "http://localhost:1234/v1", provider: "lm-studio", want: ""},
-		{raw: "http://127.0.0.1:1234/v1", provider: "lm-studio", want: "http://127.0.0.1:1234/v1"},
-		{raw: "https://api.openai.com/v1", provider: "openai-compatible", want: "https://api.openai.com/v1"},
-		{raw: "https://api.deepseek.com", provider: "deepseek", want: "https://api.deepseek.com/"},
-		{raw: "https://api.openai.com/v1", provider: "", want: "https://api.openai.com/v1"},
-		{raw: "", provider: "github-copilot", want: ""},
-		{raw: "https://proxy.example", provider: "github-copilot", fail: true},
-		{raw: "https://proxy.example", provider: "claude-subscription", fail: true},
-		{raw: "https://proxy.example", provider: "openai-codex", fail: true},
-		{raw: "https://proxy.example", provider: "gemini-cli", fail: true},
-		{raw: "https://proxy.example", provider: "", want: "https://proxy.example/"},
-		{raw: "ftp://proxy.example", provider: "openai", fail: true},
-	}
-	for _, c := range cases {
-		got, err := NormalizeConnectionBaseURL(c.raw, c.provider)
-		if c.fail {
-			if err == nil {
-				t.Errorf("NormalizeConnectionBaseURL(%q, %q) = %q, want an error", c.raw, c.provider, got)
-			}
-			continue
-		}
-		if err != nil || got != c.want {
-			t.Errorf("NormalizeConnectionBaseURL(%q, %q) = %q, %v; want %q", c.raw, c.provider, got, err, c.want)
+		if got, err := Canonical(blank); got != "" || err != nil {
+			t.Errorf("Canonical(%q) = %q, %v; want absent", blank, got, err)
 		}
 	}
 }
@@ -203,7 +164,7 @@ func TestBaseURLPathPercentEncodeSet(t *testing.T) {
 		if strings.ContainsAny(ch, `/\?#.`) {
 			continue
 		}
-		got, err := CanonicalBaseURL("http://h/a" + ch + "b")
+		got, err := Canonical("http://h/a" + ch + "b")
 		if err != nil {
 			t.Errorf("byte %q: %v", ch, err)
 			continue
