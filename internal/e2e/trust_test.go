@@ -94,7 +94,7 @@ func pendingPrompts(frames []any) []protocol.InteractionSnapshot {
 // words split over two lines.
 func TestRememberedApprovalCoversOnlyTheApprovedCall(t *testing.T) {
 	outside := t.TempDir()
-	long := "echo " + strings.Repeat("A", 600) + " | tee /dev/null"
+	long := "echo " + strings.Repeat("Z", 600) + " | tee /dev/null"
 	escaped := filepath.Join(outside, "escaped")
 	h := newHost(t, callsThenDone(
 		bashCall(t, "c1", long+" && echo first"),

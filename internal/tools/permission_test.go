@@ -250,7 +250,7 @@ func TestRememberedApprovalIsExact(t *testing.T) {
 	bash := byName(t, NameBash)
 	e := NewEngine(Policy{Mode: ModeAsk})
 	cmd := func(c string) json.RawMessage { b, _ := json.Marshal(map[string]string{"command": c}); return b }
-	long := "echo " + strings.Repeat("A", 600) + " | tee /dev/null"
+	long := "echo " + strings.Repeat("Z", 600) + " | tee /dev/null"
 	approved := e.Evaluate(bash, cmd(long+" && echo first"))
 	if approved.Decision != Prompt || !approved.RememberAllowed {
 		t.Fatalf("first call: %+v", approved)
