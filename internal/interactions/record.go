@@ -7,6 +7,7 @@ import (
 
 	"github.com/maka-agent/maka/internal/sessions"
 	"github.com/maka-agent/maka/internal/store"
+	"github.com/maka-agent/maka/internal/turns"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -221,12 +222,8 @@ func resolveRecord(tx *store.Tx, id string, out protocol.InteractionCanonicalOut
 
 // markWaiting sets an open run, and its session, waiting_for_user.
 func markWaiting(tx *store.Tx, sessionID, runID string, now int64) error {
-	res, err := tx.Exec(`UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ? AND terminal_event_id IS NULL AND status IN (?, ?)`,
-		string(protocol.TurnWaitingForUser), now, runID, string(protocol.TurnRunning), string(protocol.TurnWaitingForUser))
-	if err != nil {
-		return err
-	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
+	changed, err := turns.MarkWaiting(tx, runID, now)
+	if err != nil || !changed {
 		return err
 	}
 	_, err = sessions.SetSessionStatus(tx, sessionID, protocol.SessionWaitingForUser)
@@ -243,12 +240,8 @@ func markRunningIfSettled(tx *store.Tx, sessionID, runID string, now int64) erro
 	if pending > 0 {
 		return nil
 	}
-	res, err := tx.Exec(`UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ? AND terminal_event_id IS NULL AND status = ?`,
-		string(protocol.TurnRunning), now, runID, string(protocol.TurnWaitingForUser))
-	if err != nil {
-		return err
-	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
+	changed, err := turns.MarkRunning(tx, runID, now)
+	if err != nil || !changed {
 		return err
 	}
 	_, err = sessions.SetSessionStatus(tx, sessionID, protocol.SessionRunning)

@@ -195,8 +195,7 @@ func beginRun(tx *store.Tx, a admission) error {
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(`INSERT INTO runs (run_id, session_id, turn_id, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		a.RunID, a.SessionID, a.TurnID, string(protocol.TurnRunning), a.AdmittedAt, a.AdmittedAt); err != nil {
+	if err := beginRunRow(tx, a.RunID, a.SessionID, a.TurnID, a.AdmittedAt); err != nil {
 		return err
 	}
 	if _, err := sessions.AppendRunEventsTx(tx, a.SessionID, a.RunID, []sessions.RunEvent{user}); err != nil {
@@ -329,16 +328,11 @@ func terminate(tx *store.Tx, a admission, batch []sessions.RunEvent, eventID str
 		return err
 	}
 	ev := batch[len(batch)-1]
-	res, err := tx.Exec(`UPDATE runs SET status = ?, terminal_event_id = ?, stop_reason = ?, failure_class = ?, abort_source = ?,
-		failure_message = ?, completed_at = ?, updated_at = ?, model = COALESCE(?, model), connection_slug = COALESCE(?, connection_slug)
-		WHERE run_id = ? AND terminal_event_id IS NULL`,
-		out.Status, eventID, nullString(out.StopReason), nullString(out.FailureClass), nullString(out.AbortSource),
-		nullString(out.Message), ev.TS, ev.TS, nullString(modelID), nullString(connection), a.RunID)
+	err := terminateRunRow(tx, a.RunID, runTerminal{Status: out.Status, EventID: eventID, StopReason: out.StopReason,
+		FailureClass: out.FailureClass, AbortSource: out.AbortSource, Message: out.Message,
+		Model: modelID, ConnectionSlug: connection, At: ev.TS})
 	if err != nil {
 		return err
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return errors.Join(err, fmt.Errorf("turns: run %s has no open header", a.RunID))
 	}
 	_, err = sessions.SetSessionStatus(tx, a.SessionID, status)
 	return err
