@@ -299,7 +299,7 @@ func (e *Engine) Evaluate(tool Tool, args json.RawMessage) Verdict {
 		RememberAllowed: name != toolWriteStdin && cat != protocol.ToolCategoryComputerUse,
 		Sandbox:         sandbox.Off,
 	}
-	escalate := false
+	escalate, unconfinedWhy := false, ""
 	if name == NameBash {
 		v.Sandbox = e.callSandbox()
 		if v.Sandbox != sandbox.Off {
@@ -313,6 +313,7 @@ func (e *Engine) Evaluate(tool Tool, args json.RawMessage) Verdict {
 			cat = bashcategory.Categorize(stringArg(args, "command"))
 			v.Category, v.Reason = cat, protocol.PermissionReasonForCategory(cat)
 			v.ScopeKey = ScopeKey(cat, tool, args)
+			unconfinedWhy = "read-only, but nothing sandboxes commands here and it could reach outside the workspace, the host's files, a path a rule denies, or what a git config names"
 		}
 		if boolArg(args, "sandbox") == argFalse && v.Sandbox != sandbox.Off {
 			escalate = true
@@ -332,6 +333,7 @@ func (e *Engine) Evaluate(tool Tool, args json.RawMessage) Verdict {
 				if escalate {
 					// A rule approves the command, not leaving the
 					// sandbox: only a person approves that.
+					v.Rule = nil
 					break
 				}
 				v.Decision = Allow
@@ -365,20 +367,21 @@ func (e *Engine) Evaluate(tool Tool, args json.RawMessage) Verdict {
 		v.Decision = Allow
 	}
 	if v.Decision == Block {
-		v.Explanation = explainBlock(e.p.Mode, cat, name, args)
+		v.Explanation = explainBlock(e.p.Mode, cat, name, args, unconfinedWhy)
 	}
 	return v
 }
 
 // explainBlock says why the matrix refuses a call in mode and which mode
-// would let it run.
-func explainBlock(mode Mode, category, tool string, args json.RawMessage) string {
+// would let it run; why, when set, is why a command is not read-only here.
+func explainBlock(mode Mode, category, tool string, args json.RawMessage, why string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s mode does not run %s calls", mode, category)
-	if tool == NameBash {
-		if why := ShellUnsafeReason(stringArg(args, "command")); why != "" {
-			fmt.Fprintf(&b, " (%s)", why)
-		}
+	if tool == NameBash && why == "" {
+		why = ShellUnsafeReason(stringArg(args, "command"))
+	}
+	if why != "" {
+		fmt.Fprintf(&b, " (%s)", why)
 	}
 	for _, m := range Modes[modeIndex(mode)+1:] {
 		switch MatrixDecision(m, category) {
