@@ -87,20 +87,18 @@ func TestHostFilesAreNotAvailableToTools(t *testing.T) {
 		}
 	}
 
-	// Searches of the whole workspace find the rest and skip the host's
-	// files, whichever search runs.
-	for name, grep := range map[string]Tool{"go search": grepTool{}, "ripgrep": grepTool{lookRG: fakeRipgrep(t)}} {
-		t.Run("grep the workspace with "+name, func(t *testing.T) {
-			r := run(t, grep, env, map[string]any{"pattern": "vault"})
-			got, _ := grepMatches(t, r)
-			if want := []string{"notes.txt:1:the vault holds fake-vault-entries"}; !slices.Equal(got, want) {
-				t.Errorf("matches = %q, want %q", got, want)
-			}
-			if strings.Contains(shown(r), fakeVaultKey) {
-				t.Errorf("the result shows the vault key: %s", shown(r))
-			}
-		})
-	}
+	// A search of the whole workspace finds the rest and skips the host's
+	// files.
+	t.Run("grep the workspace", func(t *testing.T) {
+		r := run(t, byName(t, NameGrep), env, map[string]any{"pattern": "vault"})
+		got, _ := grepMatches(t, r)
+		if want := []string{"notes.txt:1:the vault holds fake-vault-entries"}; !slices.Equal(got, want) {
+			t.Errorf("matches = %q, want %q", got, want)
+		}
+		if strings.Contains(shown(r), fakeVaultKey) {
+			t.Errorf("the result shows the vault key: %s", shown(r))
+		}
+	})
 	for _, args := range []map[string]any{{"pattern": "**/*"}, {"pattern": "**/*", "cwd": ".config"}, {"pattern": "**/credentials.json"}} {
 		r := run(t, byName(t, NameGlob), env, args)
 		mustOK(t, r)
@@ -113,19 +111,6 @@ func TestHostFilesAreNotAvailableToTools(t *testing.T) {
 			t.Errorf("Glob %v = %q, want the other settings only", args, r.ModelText)
 		}
 	}
-}
-
-// fakeRipgrep returns a lookRG that finds a stand-in for ripgrep which
-// reports every file of the search as holding the vault key, as ripgrep
-// would report the credentials file if it were let into the storage root.
-func fakeRipgrep(t *testing.T) func() (string, error) {
-	t.Helper()
-	rg := filepath.Join(t.TempDir(), "rg")
-	script := "#!/bin/sh\necho '.config/Maka/credentials.json:1:" + fakeVaultKey + "'\n"
-	if err := os.WriteFile(rg, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return func() (string, error) { return rg, nil }
 }
 
 func TestIsProtected(t *testing.T) {
