@@ -48,6 +48,7 @@ type wsRoot struct {
 	// the identities of those that exist.
 	protected    []string
 	protectedIDs map[fileID]bool
+	denyRead     func(rel string) bool
 }
 
 // openRoot opens env's workspace for one call.
@@ -62,7 +63,7 @@ func openRoot(env Env) (*wsRoot, error) {
 	}
 	r := &wsRoot{
 		fd: fd, real: real, workspace: filepath.Clean(env.Workspace),
-		protected: protectedPaths(env), protectedIDs: map[fileID]bool{},
+		protected: protectedPaths(env), protectedIDs: map[fileID]bool{}, denyRead: env.DenyRead,
 	}
 	if r.path, err = fdPath(fd); err != nil {
 		r.close()
@@ -78,6 +79,10 @@ func openRoot(env Env) (*wsRoot, error) {
 }
 
 func (r *wsRoot) close() { _ = unix.Close(r.fd) }
+
+// denied reports whether a permission rule denies reading rel, a
+// workspace-relative slash-separated path.
+func (r *wsRoot) denied(rel string) bool { return r.denyRead != nil && r.denyRead(rel) }
 
 // rel turns a path argument into a clean workspace-relative path,
 // refusing one that leaves the workspace or names a host's path as

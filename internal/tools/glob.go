@@ -135,8 +135,8 @@ func (globTool) Run(ctx context.Context, env Env, raw json.RawMessage) (Result, 
 // workspace (from the workspace itself, by its path), so only one whose
 // target lies inside is listed or entered, and a directory the walk is
 // already inside of is not entered again, which breaks symlink loops;
-// globMaxVisits bounds the rest. The host's paths are neither listed nor
-// entered.
+// globMaxVisits bounds the rest. The host's paths and what Env.DenyRead
+// names are neither listed nor entered.
 type globWalker struct {
 	ctx     context.Context
 	root    *wsRoot
@@ -175,7 +175,7 @@ func (w *globWalker) walk(dir *os.File, id fileID, segs []string) error {
 		}
 		child := append(segs[:len(segs):len(segs)], name)
 		rel := path.Join(w.prefix, strings.Join(child, "/"))
-		if isProtected(w.root.protected, filepath.Join(dir.Name(), name)) {
+		if isProtected(w.root.protected, filepath.Join(dir.Name(), name)) || w.root.denied(rel) {
 			continue
 		}
 		var (

@@ -180,7 +180,8 @@ func (f *grepFilter) accept(rel string) bool {
 // grepSearch searches f, the file or directory rel (workspace-relative;
 // st is its status), with Go regular expressions: a file, or a directory
 // walked in lexical order by descriptors without following symlinks,
-// skipping .git, the host's paths and binary files.
+// skipping .git, the host's paths, what Env.DenyRead names and binary
+// files.
 func grepSearch(ctx context.Context, root *wsRoot, f *os.File, st *unix.Stat_t, rel, pattern, glob string) (grepValue, error) {
 	re, err := regexp.Compile(pattern)
 	if err != nil {
@@ -192,7 +193,9 @@ func grepSearch(ctx context.Context, root *wsRoot, f *os.File, st *unix.Stat_t, 
 	}
 	var v grepValue
 	if !fileMode(st).IsDir() {
-		err = grepFile(ctx, re, f, rel, &v)
+		if !root.denied(rel) {
+			err = grepFile(ctx, re, f, rel, &v)
+		}
 	} else {
 		w := &grepWalker{ctx: ctx, root: root, re: re, filter: filter, base: rel, v: &v}
 		err = w.walk(f, "")
@@ -238,7 +241,7 @@ func (w *grepWalker) walk(dir *os.File, sub string) error {
 		label := filepath.Join(dir.Name(), name)
 		isDir := e.IsDir()
 		if isDir && name == ".git" || !isDir && !e.Type().IsRegular() ||
-			isProtected(w.root.protected, label) {
+			isProtected(w.root.protected, label) || w.root.denied(path.Join(w.base, rel)) {
 			continue
 		}
 		if !isDir && !w.filter.accept(rel) {
