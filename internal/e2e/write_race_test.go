@@ -62,7 +62,7 @@ func TestWriteRaceCannotLeaveTheWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := outsideTemp(t)
-	const steps, writes, exchanges = 3, 25, 1_000_000
+	const steps, writes, exchanges = 4, 30, 150_000
 	step := 0
 	h := newHost(t, func(req *modeltest.Request) modeltest.Reply {
 		if step++; step > steps {
@@ -72,7 +72,7 @@ func TestWriteRaceCannotLeaveTheWorkspace(t *testing.T) {
 		chunks := []modeltest.Chunk{{Call: &c}}
 		for i := 1; i <= writes; i++ {
 			w := modeltest.Call{ID: fmt.Sprintf("w%d-%d", step, i), Name: "Write", Arguments: args(t, map[string]any{
-				"path": "d/pwned.txt", "content": "PWNED " + strings.Repeat("x", i*40_000) + "\n"})}
+				"path": "d/pwned.txt", "content": "PWNED " + strings.Repeat("x", i*2_000) + "\n"})}
 			chunks = append(chunks, modeltest.Chunk{Call: &w})
 		}
 		return modeltest.Reply{Chunks: chunks}
