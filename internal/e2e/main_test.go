@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 		fmt.Println(dialHost(endpoint))
 		os.Exit(0)
 	}
+	if spec := os.Getenv(exchangeEnv); spec != "" {
+		os.Exit(exchangeMain(spec))
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -1,9 +1,7 @@
 package tools
 
-import "os/exec"
-
 // Builtins returns the built-in tools: Read, Write, Edit, Bash, Glob and
-// Grep. Grep uses ripgrep when "rg" is on PATH at call time.
+// Grep.
 func Builtins() []Tool {
 	return []Tool{
 		readTool{},
@@ -11,6 +9,6 @@ func Builtins() []Tool {
 		editTool{},
 		bashTool{},
 		globTool{},
-		grepTool{lookRG: func() (string, error) { return exec.LookPath("rg") }},
+		grepTool{},
 	}
 }

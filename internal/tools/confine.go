@@ -3,8 +3,6 @@ package tools
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 )
@@ -12,24 +10,12 @@ import (
 // This file confines file tools to the session workspace. A path argument
 // is relative to the workspace; an absolute path is accepted when it lies
 // inside the workspace (or inside its resolved real path) and is then
-// treated as the equivalent relative path. After symlinks are resolved the
-// target must still lie inside the workspace's real path, and outside the
-// paths the host owns (Env.Protected), which count as outside the
-// workspace even when the workspace contains them.
-
-// location is a path argument resolved against the workspace.
-type location struct {
-	// rel is the workspace-relative path, slash-separated ("." for the
-	// workspace itself).
-	rel string
-	// real is the resolved target: the realpath of an existing file, or
-	// for a write the realpath of the parent joined with the base name.
-	real string
-	// root is the realpath of the workspace.
-	root string
-	// protected are the host's paths (see protectedPaths).
-	protected []string
-}
+// treated as the equivalent relative path. The kernel resolves it beneath
+// the workspace (see beneath.go), so that a symlink, a "..", or a
+// directory swapped for a symlink while the call runs cannot lead out of
+// it; and the object opened is checked against the paths the host owns
+// (Env.Protected), which count as outside the workspace even when the
+// workspace contains them.
 
 // errOutsideWorkspace reports a path that escapes the workspace.
 var errOutsideWorkspace = errors.New("path is outside the workspace")
@@ -93,7 +79,7 @@ func within(root, p string) bool {
 // lexicalRel turns a path argument into a clean workspace-relative path
 // without touching the file system, rejecting paths that leave the
 // workspace lexically.
-func lexicalRel(env Env, root, p string) (string, error) {
+func lexicalRel(workspace, root, p string) (string, error) {
 	if p == "" {
 		return "", errors.New("path must not be empty")
 	}
@@ -102,7 +88,7 @@ func lexicalRel(env Env, root, p string) (string, error) {
 	}
 	if filepath.IsAbs(p) {
 		abs := filepath.Clean(p)
-		for _, base := range []string{filepath.Clean(env.Workspace), root} {
+		for _, base := range []string{workspace, root} {
 			if within(base, abs) {
 				rel, err := filepath.Rel(base, abs)
 				if err == nil {
@@ -117,121 +103,4 @@ func lexicalRel(env Env, root, p string) (string, error) {
 		return "", errOutsideWorkspace
 	}
 	return rel, nil
-}
-
-// resolveExisting resolves a path argument naming an existing file or
-// directory; its realpath must stay inside the workspace.
-func resolveExisting(env Env, p string) (location, error) {
-	root, err := workspaceRoot(env)
-	if err != nil {
-		return location{}, err
-	}
-	rel, err := lexicalRel(env, root, p)
-	if err != nil {
-		return location{}, err
-	}
-	protected := protectedPaths(env)
-	if isProtected(protected, filepath.Join(root, rel)) || isProtected(protected, filepath.Join(filepath.Clean(env.Workspace), rel)) {
-		return location{}, errProtected
-	}
-	real, err := filepath.EvalSymlinks(filepath.Join(root, rel))
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return location{}, fmt.Errorf("file not found: %s", filepath.ToSlash(rel))
-		}
-		return location{}, err
-	}
-	if !within(root, real) {
-		return location{}, errOutsideWorkspace
-	}
-	if isProtected(protected, real) {
-		return location{}, errProtected
-	}
-	return location{rel: filepath.ToSlash(rel), real: real, root: root, protected: protected}, nil
-}
-
-// resolveForWrite resolves a path argument naming a file to create or
-// replace. Missing parent directories are created; the parent's realpath
-// must stay inside the workspace. An existing symlink is followed and its
-// target must stay inside the workspace too, so the write replaces the
-// target rather than the link.
-func resolveForWrite(env Env, p string) (location, error) {
-	root, err := workspaceRoot(env)
-	if err != nil {
-		return location{}, err
-	}
-	rel, err := lexicalRel(env, root, p)
-	if err != nil {
-		return location{}, err
-	}
-	if rel == "." {
-		return location{}, errors.New("path names the workspace directory, not a file")
-	}
-	protected := protectedPaths(env)
-	abs := filepath.Join(root, rel)
-	if isProtected(protected, abs) || isProtected(protected, filepath.Join(filepath.Clean(env.Workspace), rel)) {
-		return location{}, errProtected
-	}
-	parent := filepath.Dir(abs)
-	// The deepest existing ancestor must resolve inside the workspace, and
-	// what would be created under it outside the host's paths, before
-	// anything is created.
-	for dir := parent; ; dir = filepath.Dir(dir) {
-		real, err := filepath.EvalSymlinks(dir)
-		if err == nil {
-			if !within(root, real) {
-				return location{}, errOutsideWorkspace
-			}
-			rest, err := filepath.Rel(dir, abs)
-			if err != nil {
-				return location{}, err
-			}
-			if isProtected(protected, filepath.Join(real, rest)) {
-				return location{}, errProtected
-			}
-			break
-		}
-		if !errors.Is(err, fs.ErrNotExist) || dir == root || filepath.Dir(dir) == dir {
-			return location{}, err
-		}
-	}
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return location{}, fmt.Errorf("cannot create parent directory: %v", err)
-	}
-	realParent, err := filepath.EvalSymlinks(parent)
-	if err != nil {
-		return location{}, err
-	}
-	if !within(root, realParent) {
-		return location{}, errOutsideWorkspace
-	}
-	target := filepath.Join(realParent, filepath.Base(abs))
-	if isProtected(protected, target) {
-		return location{}, errProtected
-	}
-	if fi, err := os.Lstat(target); err == nil {
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			resolved, err := filepath.EvalSymlinks(target)
-			if err != nil {
-				return location{}, fmt.Errorf("path is a symlink that cannot be resolved: %v", err)
-			}
-			if !within(root, resolved) {
-				return location{}, errOutsideWorkspace
-			}
-			if isProtected(protected, resolved) {
-				return location{}, errProtected
-			}
-			target = resolved
-			if fi, err = os.Stat(target); err != nil {
-				return location{}, err
-			}
-		}
-		if fi.IsDir() {
-			return location{}, fmt.Errorf("path is a directory: %s", filepath.ToSlash(rel))
-		}
-		if err := checkRegular(fi.Mode()); err != nil {
-			return location{}, err
-		}
-	}
-	return location{rel: filepath.ToSlash(rel), real: target, root: root, protected: protected}, nil
 }

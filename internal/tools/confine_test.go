@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestConfinement(t *testing.T) {
@@ -89,4 +91,34 @@ func TestWorkspaceViaSymlink(t *testing.T) {
 	mustOK(t, run(t, byName(t, NameRead), env, map[string]any{"path": filepath.Join(link, "d", "g.txt")}))
 	mustError(t, run(t, byName(t, NameRead), env, map[string]any{"path": "../ws/f.txt"}), "outside the workspace")
 	mustError(t, run(t, byName(t, NameRead), Env{}, map[string]any{"path": "f.txt"}), "no workspace")
+}
+
+// TestNoOpenat2FailsClosed checks that on a kernel without openat2 every
+// file tool refuses with a clear error and touches nothing, rather than
+// resolving paths some other way.
+func TestNoOpenat2FailsClosed(t *testing.T) {
+	env := newEnv(t)
+	writeFile(t, env, "f.txt", "x\n")
+	saved := openat2
+	openat2 = func(int, string, *unix.OpenHow) (int, error) { return -1, unix.ENOSYS }
+	defer func() { openat2 = saved }()
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{NameRead, map[string]any{"path": "f.txt"}},
+		{NameWrite, map[string]any{"path": "new/g.txt", "content": "y"}},
+		{NameWrite, map[string]any{"path": "f.txt", "content": "y"}},
+		{NameEdit, map[string]any{"path": "f.txt", "old_string": "x", "new_string": "y"}},
+		{NameGlob, map[string]any{"pattern": "*"}},
+		{NameGrep, map[string]any{"pattern": "x"}},
+	} {
+		mustError(t, run(t, byName(t, tc.tool), env, tc.args), "openat2")
+	}
+	if b, _ := os.ReadFile(filepath.Join(env.Workspace, "f.txt")); string(b) != "x\n" {
+		t.Errorf("f.txt changed: %q", b)
+	}
+	if _, err := os.Lstat(filepath.Join(env.Workspace, "new")); err == nil {
+		t.Error("Write created a directory without openat2")
+	}
 }

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // NameEdit is the name of the Edit tool.
@@ -82,54 +85,100 @@ func (editTool) Run(ctx context.Context, env Env, raw json.RawMessage) (Result, 
 	if err := ctx.Err(); err != nil {
 		return ErrorResult("Edit aborted"), nil
 	}
-	loc, err := resolveExisting(env, *a.Path)
+	root, err := openRoot(env)
 	if err != nil {
 		return ErrorResult(fmt.Sprintf("Edit %s: %v", *a.Path, err)), nil
 	}
-	unlock := lockPath(loc.real)
+	defer root.close()
+	rel, err := root.rel(*a.Path)
+	if err != nil {
+		return ErrorResult(fmt.Sprintf("Edit %s: %v", *a.Path, err)), nil
+	}
+	name := filepath.ToSlash(rel)
+	dirfd, base, real, err := root.editPlace(rel)
+	if err != nil {
+		return ErrorResult(fmt.Sprintf("Edit %s: %v", *a.Path, err)), nil
+	}
+	defer unix.Close(dirfd)
+	unlock := lockPath(real)
 	defer unlock()
-	data, tooLarge, err := readRegular(ctx, loc.real, EditMaxFileBytes)
+	data, tooLarge, err := root.readAt(ctx, dirfd, base, EditMaxFileBytes)
 	switch {
 	case ctx.Err() != nil:
 		return ErrorResult("Edit aborted"), nil
 	case err != nil:
-		return ErrorResult(fmt.Sprintf("Edit %s: %v", loc.rel, err)), nil
+		return ErrorResult(fmt.Sprintf("Edit %s: %v", name, err)), nil
 	case tooLarge:
-		return ErrorResult(fmt.Sprintf("Edit %s: file is too large to edit (limit %d bytes)", loc.rel, EditMaxFileBytes)), nil
+		return ErrorResult(fmt.Sprintf("Edit %s: file is too large to edit (limit %d bytes)", name, EditMaxFileBytes)), nil
 	}
 	if isBinary(data) {
-		return ErrorResult(fmt.Sprintf("Edit %s: binary file", loc.rel)), nil
+		return ErrorResult(fmt.Sprintf("Edit %s: binary file", name)), nil
 	}
 	content := string(data)
 	m := findEdit(content, oldStr, newStr)
 	switch {
 	case m.via == "":
 		return ErrorResult(fmt.Sprintf("Edit %s: old_string not found (tried exact, line-trimmed, whitespace and escape matching); "+
-			"Read the file and copy the text exactly", loc.rel)), nil
+			"Read the file and copy the text exactly", name)), nil
 	case len(m.spans) > 1:
 		return ErrorResult(fmt.Sprintf("Edit %s: old_string is not unique: it matches %d times (%s match); "+
-			"include more surrounding context", loc.rel, len(m.spans), m.via)), nil
+			"include more surrounding context", name, len(m.spans), m.via)), nil
 	}
 	sp := m.spans[0]
 	updated := content[:sp.start] + m.replacement + content[sp.end:]
 	if updated == content {
-		return ErrorResult(fmt.Sprintf("Edit %s: the replacement leaves the file unchanged", loc.rel)), nil
+		return ErrorResult(fmt.Sprintf("Edit %s: the replacement leaves the file unchanged", name)), nil
 	}
-	if err := writeFileAtomic(loc.real, []byte(updated)); err != nil {
-		return ErrorResult(fmt.Sprintf("Edit %s: %v", loc.rel, err)), nil
+	if err := writeAt(dirfd, base, []byte(updated)); err != nil {
+		return ErrorResult(fmt.Sprintf("Edit %s: %v", name, err)), nil
 	}
 	startLine := 1 + strings.Count(content[:sp.start], "\n")
 	endLine := startLine
 	if sp.end > sp.start {
 		endLine = 1 + strings.Count(content[:sp.end-1], "\n")
 	}
-	diff := lineDiff(loc.rel, content, updated, startLine-1)
+	diff := lineDiff(name, content, updated, startLine-1)
 	c := fileDiffContent{
-		Kind: "file_diff", Paths: []string{loc.rel}, Diff: diff, Replacements: 1,
+		Kind: "file_diff", Paths: []string{name}, Diff: diff, Replacements: 1,
 		MatchedVia: m.via, StartLine: startLine, EndLine: endLine,
 	}
-	text := fmt.Sprintf("Edited %s: replaced lines %d-%d (matched via %s)\n%s", loc.rel, startLine, endLine, m.via, diff)
+	text := fmt.Sprintf("Edited %s: replaced lines %d-%d (matched via %s)\n%s", name, startLine, endLine, m.via, diff)
 	return contentResult(c, text, false), nil
+}
+
+// editPlace resolves rel (workspace-relative), an existing regular file,
+// beneath the workspace, and returns the directory that holds it (opened
+// to write into), its name there and its path.
+func (r *wsRoot) editPlace(rel string) (dirfd int, base, p string, err error) {
+	fd, st, err := pathAt(r.fd, rel, 0)
+	if err != nil {
+		return -1, "", "", r.lookupError(rel, err)
+	}
+	defer unix.Close(fd)
+	if _, err := r.check(fd, &st); err != nil {
+		return -1, "", "", err
+	}
+	if err := checkRegular(fileMode(&st)); err != nil {
+		return -1, "", "", err
+	}
+	return r.placeOf(fd, &st)
+}
+
+// readAt reads the regular file base in the directory dirfd, at most max
+// bytes: a larger file fails with tooLarge set.
+func (r *wsRoot) readAt(ctx context.Context, dirfd int, base string, max int64) (data []byte, tooLarge bool, err error) {
+	f, st, err := r.openAt(dirfd, base, base, unix.RESOLVE_NO_SYMLINKS, false)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOENT) {
+			err = errChanged
+		}
+		return nil, false, err
+	}
+	defer f.Close()
+	if err := checkRegular(fileMode(&st)); err != nil {
+		return nil, false, err
+	}
+	return readAllMax(ctx, f, st.Size, max)
 }
 
 // lineDiff renders the single contiguous change between before and after

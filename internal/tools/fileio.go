@@ -8,9 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
-	"syscall"
 )
 
 // binarySniffLen is how much of a file is inspected for NUL bytes.
@@ -57,38 +55,6 @@ func checkRegular(mode fs.FileMode) error {
 	return &notRegularError{mode: mode}
 }
 
-// openRegular opens path, a resolved real path, for reading when it is a
-// regular file. Its type is checked before the open, so a named pipe or
-// a device is never opened; the open itself does not block (O_NONBLOCK)
-// and does not follow a symlink swapped in for the last component
-// (O_NOFOLLOW), and the opened file's type is checked again, so a file
-// swapped in between the check and the open is refused too.
-func openRegular(path string) (*os.File, fs.FileInfo, error) {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := checkRegular(fi.Mode()); err != nil {
-		return nil, nil, err
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, nil, &notRegularError{mode: fs.ModeSymlink}
-		}
-		return nil, nil, err
-	}
-	fi, err = f.Stat()
-	if err == nil {
-		err = checkRegular(fi.Mode())
-	}
-	if err != nil {
-		_ = f.Close()
-		return nil, nil, err
-	}
-	return f, fi, nil
-}
-
 // ctxReader reads r until ctx ends; a read after that fails with the
 // context's error.
 type ctxReader struct {
@@ -103,15 +69,10 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
-// readRegular reads the whole of the regular file at path, at most max
-// bytes: a larger file fails with tooLarge set.
-func readRegular(ctx context.Context, path string, max int64) (data []byte, tooLarge bool, err error) {
-	f, fi, err := openRegular(path)
-	if err != nil {
-		return nil, false, err
-	}
-	defer f.Close()
-	if fi.Size() > max {
+// readAllMax reads the whole of f, a regular file whose size was size,
+// at most max bytes: a larger file fails with tooLarge set.
+func readAllMax(ctx context.Context, f *os.File, size, max int64) (data []byte, tooLarge bool, err error) {
+	if size > max {
 		return nil, true, nil
 	}
 	data, err = io.ReadAll(io.LimitReader(ctxReader{ctx: ctx, r: f}, max+1))
@@ -158,48 +119,6 @@ func lockPath(path string) (unlock func()) {
 		}
 		pathLocks.Unlock()
 	}
-}
-
-// writeFileAtomic replaces path with data: it writes a temporary file in
-// the same directory, syncs it, renames it over path and syncs the
-// directory. An existing file keeps its permission bits; a new one gets
-// 0644.
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	mode := fs.FileMode(0o644)
-	if fi, statErr := os.Stat(path); statErr == nil {
-		mode = fi.Mode().Perm()
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		return err
-	}
-	if err = tmp.Chmod(mode); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	if d, openErr := os.Open(dir); openErr == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
-	return nil
 }
 
 // isBinary reports whether data (the start of a file) holds a NUL byte in

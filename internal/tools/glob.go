@@ -9,8 +9,11 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // NameGlob is the name of the Glob tool.
@@ -75,15 +78,30 @@ func (globTool) Run(ctx context.Context, env Env, raw json.RawMessage) (Result, 
 	if a.Cwd != nil && *a.Cwd != "" {
 		cwd = *a.Cwd
 	}
-	base, err := resolveExisting(env, cwd)
+	root, err := openRoot(env)
 	if err != nil {
 		return ErrorResult(fmt.Sprintf("Glob: cwd %s: %v", cwd, err)), nil
 	}
-	if fi, err := os.Stat(base.real); err != nil || !fi.IsDir() {
-		return ErrorResult(fmt.Sprintf("Glob: cwd %s is not a directory", base.rel)), nil
+	defer root.close()
+	rel, err := root.rel(cwd)
+	if err != nil {
+		return ErrorResult(fmt.Sprintf("Glob: cwd %s: %v", cwd, err)), nil
 	}
-	w := &globWalker{ctx: ctx, root: base.root, protected: base.protected, pat: pat, prefix: base.rel, visited: map[string]bool{}}
-	err = w.walk(base.real, nil)
+	name := filepath.ToSlash(rel)
+	dir, st, err := root.open(rel)
+	var notRegular *notRegularError
+	switch {
+	case errors.As(err, &notRegular):
+		return ErrorResult(fmt.Sprintf("Glob: cwd %s is not a directory", name)), nil
+	case err != nil:
+		return ErrorResult(fmt.Sprintf("Glob: cwd %s: %v", cwd, err)), nil
+	}
+	defer dir.Close()
+	if !fileMode(&st).IsDir() {
+		return ErrorResult(fmt.Sprintf("Glob: cwd %s is not a directory", name)), nil
+	}
+	w := &globWalker{ctx: ctx, root: root, pat: pat, prefix: name, onStack: map[fileID]bool{}}
+	err = w.walk(dir, idOf(&st), nil)
 	if err != nil && !errors.Is(err, errWalkLimit) {
 		if ctx.Err() != nil {
 			return ErrorResult("Glob aborted"), nil
@@ -111,32 +129,37 @@ func (globTool) Run(ctx context.Context, env Env, raw json.RawMessage) (Result, 
 	return r, nil
 }
 
-// globWalker walks a directory tree collecting files that match. Symlinked
-// directories are followed when their target lies inside the workspace and
-// is not a directory the walk is already inside of, which breaks symlink
-// loops; globMaxVisits bounds the rest. The host's paths are neither
-// listed nor entered.
+// globWalker walks a directory tree collecting files that match, by
+// descriptors: each directory is opened from its parent's descriptor
+// without following a symlink. A symlink is followed beneath the
+// workspace (from the workspace itself, by its path), so only one whose
+// target lies inside is listed or entered, and a directory the walk is
+// already inside of is not entered again, which breaks symlink loops;
+// globMaxVisits bounds the rest. The host's paths and what Env.DenyRead
+// names are neither listed nor entered.
 type globWalker struct {
-	ctx       context.Context
-	root      string   // workspace realpath
-	protected []string // the host's paths
-	pat       *globPattern
-	prefix    string          // workspace-relative path of the search directory
-	visited   map[string]bool // real paths of the directories being walked
-	visits    int
-	matches   []string
+	ctx     context.Context
+	root    *wsRoot
+	pat     *globPattern
+	prefix  string          // workspace-relative path of the search directory
+	onStack map[fileID]bool // the directories being walked
+	visits  int
+	matches []string
 }
 
-func (w *globWalker) walk(dir string, segs []string) error {
-	if w.visited[dir] {
+// walk goes through dir, whose identity is id, matched as segs below the
+// search directory. dir's name is where the kernel says it is.
+func (w *globWalker) walk(dir *os.File, id fileID, segs []string) error {
+	if w.onStack[id] {
 		return nil // a symlink loop back to an ancestor
 	}
-	w.visited[dir] = true
-	defer delete(w.visited, dir)
-	entries, err := os.ReadDir(dir)
+	w.onStack[id] = true
+	defer delete(w.onStack, id)
+	entries, err := dir.ReadDir(-1)
 	if err != nil {
 		return nil // unreadable directories are skipped
 	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	for _, e := range entries {
 		if w.visits++; w.visits > globMaxVisits {
 			return errWalkLimit
@@ -150,34 +173,68 @@ func (w *globWalker) walk(dir string, segs []string) error {
 		if name == ".git" {
 			continue
 		}
-		full := filepath.Join(dir, name)
 		child := append(segs[:len(segs):len(segs)], name)
-		isDir := e.IsDir()
-		if e.Type()&fs.ModeSymlink != 0 {
-			target, err := filepath.EvalSymlinks(full)
-			if err != nil || !within(w.root, target) {
-				continue
-			}
-			fi, err := os.Stat(target)
-			if err != nil {
-				continue
-			}
-			full, isDir = target, fi.IsDir()
-		}
-		if isProtected(w.protected, full) {
+		rel := path.Join(w.prefix, strings.Join(child, "/"))
+		if isProtected(w.root.protected, filepath.Join(dir.Name(), name)) || w.root.denied(rel) {
 			continue
 		}
-		if isDir {
-			if w.pat.mayMatchBelow(child) {
-				if err := w.walk(full, child); err != nil {
+		var (
+			sub *os.File
+			st  unix.Stat_t
+			err error
+		)
+		switch {
+		case e.Type()&fs.ModeSymlink != 0:
+			sub, st, err = w.followLink(rel, child)
+		case e.IsDir():
+			if !w.pat.mayMatchBelow(child) {
+				continue
+			}
+			sub, st, err = w.root.openAt(int(dir.Fd()), name, filepath.Join(dir.Name(), name), unix.RESOLVE_NO_SYMLINKS, false)
+		}
+		var notRegular *notRegularError
+		switch {
+		case errors.As(err, &notRegular):
+		case err != nil:
+			continue
+		case sub != nil:
+			if fileMode(&st).IsDir() {
+				err = w.walk(sub, idOf(&st), child)
+				_ = sub.Close()
+				if err != nil {
 					return err
 				}
+				continue
 			}
-			continue
+			_ = sub.Close()
+		case fileMode(&st).IsDir():
+			continue // a link to a directory the pattern cannot match below
 		}
 		if w.pat.matchSegs(child) {
-			w.matches = append(w.matches, path.Join(w.prefix, strings.Join(child, "/")))
+			w.matches = append(w.matches, rel)
 		}
 	}
 	return nil
+}
+
+// followLink resolves the symlink rel (workspace-relative, matched as
+// child) beneath the workspace. A link to a directory the pattern may
+// match below is returned opened, named by where the kernel says it is;
+// for a link to anything else the file is nil and the status tells what
+// it is. An error means the link is not listed.
+func (w *globWalker) followLink(rel string, child []string) (*os.File, unix.Stat_t, error) {
+	fd, st, err := pathAt(w.root.fd, rel, 0)
+	if err != nil {
+		return nil, st, err
+	}
+	defer unix.Close(fd)
+	p, err := w.root.check(fd, &st)
+	if err != nil {
+		return nil, st, err
+	}
+	if !fileMode(&st).IsDir() || !w.pat.mayMatchBelow(child) {
+		return nil, st, nil
+	}
+	f, err := reopen(fd, &st, p)
+	return f, st, err
 }

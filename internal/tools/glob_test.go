@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -101,4 +103,39 @@ func TestGlobCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	mustError(t, runCtx(t, ctx, byName(t, NameGlob), env, map[string]any{"pattern": "**"}), "aborted")
+}
+
+// TestWalksSkipWhatDenyReadNames checks that Glob and Grep leave out,
+// without a word, the files and directories Env.DenyRead names, and find
+// the rest.
+func TestWalksSkipWhatDenyReadNames(t *testing.T) {
+	env := newEnv(t)
+	for _, f := range []string{"keep.txt", "secret.env", "sub/keep.txt", "sub/secret.env", "private/keep.txt"} {
+		writeFile(t, env, f, "needle\n")
+	}
+	var asked []string
+	env.DenyRead = func(rel string) bool {
+		asked = append(asked, rel)
+		return strings.HasSuffix(rel, ".env") || rel == "private"
+	}
+	want := []string{"keep.txt", "sub/keep.txt"}
+	files, _ := globFiles(t, run(t, byName(t, NameGlob), env, map[string]any{"pattern": "**"}))
+	if !reflect.DeepEqual(files, want) {
+		t.Errorf("Glob files %q, want %q", files, want)
+	}
+	matches, _ := grepMatches(t, run(t, byName(t, NameGrep), env, map[string]any{"pattern": "needle"}))
+	if want := []string{"keep.txt:1:needle", "sub/keep.txt:1:needle"}; !reflect.DeepEqual(matches, want) {
+		t.Errorf("Grep matches %q, want %q", matches, want)
+	}
+	matches, _ = grepMatches(t, run(t, byName(t, NameGrep), env, map[string]any{"pattern": "needle", "path": "sub/secret.env"}))
+	if len(matches) != 0 {
+		t.Errorf("Grep of a denied file matched %q", matches)
+	}
+	files, _ = globFiles(t, run(t, byName(t, NameGlob), env, map[string]any{"pattern": "*.txt", "cwd": "sub"}))
+	if want := []string{"sub/keep.txt"}; !reflect.DeepEqual(files, want) {
+		t.Errorf("Glob in sub %q, want %q", files, want)
+	}
+	if !slices.Contains(asked, "sub/secret.env") {
+		t.Errorf("DenyRead was asked %q, not the workspace-relative sub/secret.env", asked)
+	}
 }

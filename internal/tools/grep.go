@@ -2,7 +2,6 @@ package tools
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,13 +9,14 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
-	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // NameGrep is the name of the Grep tool.
@@ -28,21 +28,15 @@ const (
 	GrepMaxLines = 200
 	// GrepMaxPerFile bounds the matches reported per file.
 	GrepMaxPerFile = 50
-	// GrepTimeout bounds one ripgrep run.
-	GrepTimeout = 120 * time.Second
 	// grepMaxLineChars is where a matched line's text is cut.
 	grepMaxLineChars = 2000
-	// grepMaxScanLine is how much of a line the fallback inspects.
+	// grepMaxScanLine is how much of a line the search inspects.
 	grepMaxScanLine = 1 << 20
-	// grepMaxOutput bounds what is read from ripgrep.
-	grepMaxOutput = 4 << 20
 )
 
-// grepTool searches file contents with ripgrep when lookRG finds it, else
-// with a pure Go walk.
-type grepTool struct {
-	lookRG func() (string, error)
-}
+// grepTool searches file contents with Go regular expressions, walking
+// the workspace by descriptors beneath it (see grepSearch).
+type grepTool struct{}
 
 func (grepTool) Name() string { return NameGrep }
 
@@ -98,25 +92,27 @@ func (t grepTool) Run(ctx context.Context, env Env, raw json.RawMessage) (Result
 	if a.Glob != nil {
 		glob = *a.Glob
 	}
-	loc, err := resolveExisting(env, where)
+	root, err := openRoot(env)
 	if err != nil {
 		return ErrorResult(fmt.Sprintf("Grep: path %s: %v", where, err)), nil
 	}
-	// A single file must be a regular one: ripgrep, like the Go search,
-	// would block on a named pipe given as the path.
-	if fi, err := os.Stat(loc.real); err != nil {
-		return ErrorResult(fmt.Sprintf("Grep: path %s: %v", loc.rel, err)), nil
-	} else if err := checkRegular(fi.Mode()); err != nil && !errors.Is(err, errIsDir) {
-		return ErrorResult(fmt.Sprintf("Grep: path %s: %v", loc.rel, err)), nil
+	defer root.close()
+	rel, err := root.rel(where)
+	if err != nil {
+		return ErrorResult(fmt.Sprintf("Grep: path %s: %v", where, err)), nil
 	}
-	var v grepValue
-	// ripgrep cannot be told to leave the host's paths alone; a search
-	// whose tree holds one uses the Go walk, which skips them.
-	if rg, lookErr := t.rgPath(); lookErr == nil && !holdsProtected(loc) {
-		v, err = grepRipgrep(ctx, rg, loc, *a.Pattern, glob)
-	} else {
-		v, err = grepFallback(ctx, loc, *a.Pattern, glob)
+	// A single file must be a regular one: the search would block on a
+	// named pipe given as the path.
+	f, st, err := root.open(rel)
+	if err != nil {
+		var notRegular *notRegularError
+		if errors.As(err, &notRegular) {
+			return ErrorResult(fmt.Sprintf("Grep: path %s: %v", filepath.ToSlash(rel), err)), nil
+		}
+		return ErrorResult(fmt.Sprintf("Grep: path %s: %v", where, err)), nil
 	}
+	defer f.Close()
+	v, err := grepSearch(ctx, root, f, &st, filepath.ToSlash(rel), *a.Pattern, glob)
 	if err != nil {
 		return ErrorResult(fmt.Sprintf("Grep: %v", err)), nil
 	}
@@ -133,90 +129,6 @@ func (t grepTool) Run(ctx context.Context, env Env, raw json.RawMessage) (Result
 		}
 	}
 	return r, nil
-}
-
-func (t grepTool) rgPath() (string, error) {
-	if t.lookRG == nil {
-		return "", exec.ErrNotFound
-	}
-	return t.lookRG()
-}
-
-// holdsProtected reports whether one of the host's paths lies inside the
-// search location loc.
-func holdsProtected(loc location) bool {
-	for _, p := range loc.protected {
-		if within(loc.real, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// grepRipgrep runs rg in the workspace and parses its "file:line:text"
-// output.
-func grepRipgrep(ctx context.Context, rg string, loc location, pattern, glob string) (grepValue, error) {
-	ctx, cancel := context.WithTimeout(ctx, GrepTimeout)
-	defer cancel()
-	args := []string{"-n", "--no-heading", "--with-filename", "--color=never", "--sort=path",
-		"--max-count=" + strconv.Itoa(GrepMaxPerFile)}
-	if glob != "" {
-		args = append(args, "--glob", glob)
-	}
-	args = append(args, "--", pattern, filepath.FromSlash(loc.rel))
-	cmd := exec.CommandContext(ctx, rg, args...)
-	cmd.Dir = loc.root
-	cmd.WaitDelay = time.Second
-	stdout := &capBuffer{max: grepMaxOutput}
-	stderr := &capBuffer{max: 64 << 10}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	err := cmd.Run()
-	var v grepValue
-	for _, line := range strings.Split(stdout.buf.String(), "\n") {
-		if line == "" {
-			continue
-		}
-		if len(v.Matches) == GrepMaxLines || stdout.full {
-			v.Truncated = true
-			break
-		}
-		line = strings.TrimPrefix(line, "./")
-		v.Matches = append(v.Matches, cutLine(line))
-	}
-	if err != nil {
-		var exit *exec.ExitError
-		switch {
-		case ctx.Err() == context.DeadlineExceeded:
-			return grepValue{}, fmt.Errorf("ripgrep timed out after %s", GrepTimeout)
-		case ctx.Err() != nil:
-			return grepValue{}, errors.New("aborted")
-		case errors.As(err, &exit) && exit.ExitCode() == 1:
-			return grepValue{}, nil
-		case len(v.Matches) == 0:
-			msg := strings.TrimSpace(stderr.buf.String())
-			if msg == "" {
-				msg = err.Error()
-			}
-			return grepValue{}, fmt.Errorf("ripgrep failed: %s", msg)
-		}
-	}
-	return v, nil
-}
-
-// capBuffer keeps the first max bytes written to it and discards the rest.
-type capBuffer struct {
-	buf  bytes.Buffer
-	max  int
-	full bool
-}
-
-func (c *capBuffer) Write(p []byte) (int, error) {
-	if room := c.max - c.buf.Len(); room < len(p) {
-		c.full = true
-		c.buf.Write(p[:max(room, 0)])
-		return len(p), nil
-	}
-	return c.buf.Write(p)
 }
 
 // cutLine bounds the text of one output line.
@@ -265,10 +177,12 @@ func (f *grepFilter) accept(rel string) bool {
 	return f.pat.Match(subject) != f.negate
 }
 
-// grepFallback searches with Go regular expressions: a file, or a
-// directory walked in lexical order without following symlinks, skipping
-// .git, the host's paths and binary files.
-func grepFallback(ctx context.Context, loc location, pattern, glob string) (grepValue, error) {
+// grepSearch searches f, the file or directory rel (workspace-relative;
+// st is its status), with Go regular expressions: a file, or a directory
+// walked in lexical order by descriptors without following symlinks,
+// skipping .git, the host's paths, what Env.DenyRead names and binary
+// files.
+func grepSearch(ctx context.Context, root *wsRoot, f *os.File, st *unix.Stat_t, rel, pattern, glob string) (grepValue, error) {
 	re, err := regexp.Compile(pattern)
 	if err != nil {
 		return grepValue{}, fmt.Errorf("invalid regular expression: %v", err)
@@ -278,58 +192,14 @@ func grepFallback(ctx context.Context, loc location, pattern, glob string) (grep
 		return grepValue{}, err
 	}
 	var v grepValue
-	fi, err := os.Stat(loc.real)
-	if err != nil {
-		return grepValue{}, err
+	if !fileMode(st).IsDir() {
+		if !root.denied(rel) {
+			err = grepFile(ctx, re, f, rel, &v)
+		}
+	} else {
+		w := &grepWalker{ctx: ctx, root: root, re: re, filter: filter, base: rel, v: &v}
+		err = w.walk(f, "")
 	}
-	if !fi.IsDir() {
-		err := grepFile(ctx, re, loc.real, loc.rel, &v)
-		switch {
-		case ctx.Err() != nil:
-			return grepValue{}, errors.New("aborted")
-		case err != nil && !errors.Is(err, errEnoughMatches):
-			return grepValue{}, err
-		}
-		return v, nil
-	}
-	visits := 0
-	err = filepath.WalkDir(loc.real, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if d != nil && d.IsDir() && p != loc.real {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if visits++; visits%256 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-		if isProtected(loc.protected, p) {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() {
-			if d.Name() == ".git" && p != loc.real {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		rel, err := filepath.Rel(loc.real, p)
-		if err != nil {
-			return nil
-		}
-		rel = filepath.ToSlash(rel)
-		if !filter.accept(rel) {
-			return nil
-		}
-		return grepFile(ctx, re, p, path.Join(loc.rel, rel), &v)
-	})
 	switch {
 	case errors.Is(err, errEnoughMatches):
 	case err != nil && ctx.Err() != nil:
@@ -340,16 +210,66 @@ func grepFallback(ctx context.Context, loc location, pattern, glob string) (grep
 	return v, nil
 }
 
-// grepFile appends the matching lines of one file to v, at most
-// GrepMaxPerFile, searching its first FileScanMaxBytes; it returns
-// errEnoughMatches once v is full and ctx's error once ctx ended.
-// Unreadable, binary and non-regular files are skipped.
-func grepFile(ctx context.Context, re *regexp.Regexp, file, display string, v *grepValue) error {
-	f, _, err := openRegular(file)
+// grepWalker walks the directory a search names.
+type grepWalker struct {
+	ctx    context.Context
+	root   *wsRoot
+	re     *regexp.Regexp
+	filter *grepFilter
+	base   string // workspace-relative path of the search directory
+	visits int
+	v      *grepValue
+}
+
+// walk searches dir, at sub below the search directory ("" for itself);
+// dir's name is where the kernel says it is. Each entry is opened from
+// dir's descriptor without following a symlink.
+func (w *grepWalker) walk(dir *os.File, sub string) error {
+	entries, err := dir.ReadDir(-1)
 	if err != nil {
-		return nil
+		return nil // unreadable directories are skipped
 	}
-	defer f.Close()
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	for _, e := range entries {
+		if w.visits++; w.visits%256 == 0 {
+			if err := w.ctx.Err(); err != nil {
+				return err
+			}
+		}
+		name := e.Name()
+		rel := path.Join(sub, name)
+		label := filepath.Join(dir.Name(), name)
+		isDir := e.IsDir()
+		if isDir && name == ".git" || !isDir && !e.Type().IsRegular() ||
+			isProtected(w.root.protected, label) || w.root.denied(path.Join(w.base, rel)) {
+			continue
+		}
+		if !isDir && !w.filter.accept(rel) {
+			continue
+		}
+		f, st, err := w.root.openAt(int(dir.Fd()), name, label, unix.RESOLVE_NO_SYMLINKS, false)
+		if err != nil {
+			continue // gone, swapped for a symlink, or the host's
+		}
+		switch mode := fileMode(&st); {
+		case isDir && mode.IsDir():
+			err = w.walk(f, rel)
+		case !isDir && mode.IsRegular():
+			err = grepFile(w.ctx, w.re, f, path.Join(w.base, rel), w.v)
+		}
+		_ = f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// grepFile appends the matching lines of one file to v, at most
+// GrepMaxPerFile, searching the first FileScanMaxBytes of f, a regular
+// file; it returns errEnoughMatches once v is full and ctx's error once
+// ctx ended. A binary file is skipped.
+func grepFile(ctx context.Context, re *regexp.Regexp, f *os.File, display string, v *grepValue) error {
 	br := bufio.NewReaderSize(ctxReader{ctx: ctx, r: io.LimitReader(f, FileScanMaxBytes)}, 64<<10)
 	if head, _ := br.Peek(binarySniffLen); isBinary(head) {
 		return nil

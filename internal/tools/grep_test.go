@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
@@ -38,9 +37,9 @@ func grepFixture(t *testing.T) Env {
 	return env
 }
 
-func TestGrepFallback(t *testing.T) {
+func TestGrep(t *testing.T) {
 	env := grepFixture(t)
-	grep := grepTool{} // no ripgrep: the Go search runs
+	grep := grepTool{}
 	tests := []struct {
 		args map[string]any
 		want []string
@@ -72,7 +71,7 @@ func TestGrepFallback(t *testing.T) {
 	mustError(t, run(t, grep, env, map[string]any{"pattern": "x", "path": "nope"}), "not found")
 }
 
-func TestGrepFallbackLimits(t *testing.T) {
+func TestGrepLimits(t *testing.T) {
 	env := newEnv(t)
 	many := strings.Repeat("hit\n", GrepMaxPerFile+10)
 	for i := 0; i < 6; i++ {
@@ -106,22 +105,4 @@ func TestGrepCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	mustError(t, runCtx(t, ctx, grepTool{}, env, map[string]any{"pattern": "y"}), "aborted")
-}
-
-func TestGrepRipgrep(t *testing.T) {
-	rg, err := exec.LookPath("rg")
-	if err != nil {
-		t.Skip("rg is not installed")
-	}
-	env := grepFixture(t)
-	grep := grepTool{lookRG: func() (string, error) { return rg, nil }}
-	got, _ := grepMatches(t, run(t, grep, env, map[string]any{"pattern": "Foo", "glob": "*.go"}))
-	want := []string{"a.go:2:func Foo() {}", "sub/c.go:1:var x = Foo()", "sub/deep/d.go:1:Foo"}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("rg matches %q, want %q", got, want)
-	}
-	got, _ = grepMatches(t, run(t, grep, env, map[string]any{"pattern": "absent"}))
-	if len(got) != 0 {
-		t.Errorf("rg no-match %q", got)
-	}
 }

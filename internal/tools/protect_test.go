@@ -87,20 +87,18 @@ func TestHostFilesAreNotAvailableToTools(t *testing.T) {
 		}
 	}
 
-	// Searches of the whole workspace find the rest and skip the host's
-	// files, whichever search runs.
-	for name, grep := range map[string]Tool{"go search": grepTool{}, "ripgrep": grepTool{lookRG: fakeRipgrep(t)}} {
-		t.Run("grep the workspace with "+name, func(t *testing.T) {
-			r := run(t, grep, env, map[string]any{"pattern": "vault"})
-			got, _ := grepMatches(t, r)
-			if want := []string{"notes.txt:1:the vault holds fake-vault-entries"}; !slices.Equal(got, want) {
-				t.Errorf("matches = %q, want %q", got, want)
-			}
-			if strings.Contains(shown(r), fakeVaultKey) {
-				t.Errorf("the result shows the vault key: %s", shown(r))
-			}
-		})
-	}
+	// A search of the whole workspace finds the rest and skips the host's
+	// files.
+	t.Run("grep the workspace", func(t *testing.T) {
+		r := run(t, byName(t, NameGrep), env, map[string]any{"pattern": "vault"})
+		got, _ := grepMatches(t, r)
+		if want := []string{"notes.txt:1:the vault holds fake-vault-entries"}; !slices.Equal(got, want) {
+			t.Errorf("matches = %q, want %q", got, want)
+		}
+		if strings.Contains(shown(r), fakeVaultKey) {
+			t.Errorf("the result shows the vault key: %s", shown(r))
+		}
+	})
 	for _, args := range []map[string]any{{"pattern": "**/*"}, {"pattern": "**/*", "cwd": ".config"}, {"pattern": "**/credentials.json"}} {
 		r := run(t, byName(t, NameGlob), env, args)
 		mustOK(t, r)
@@ -113,19 +111,6 @@ func TestHostFilesAreNotAvailableToTools(t *testing.T) {
 			t.Errorf("Glob %v = %q, want the other settings only", args, r.ModelText)
 		}
 	}
-}
-
-// fakeRipgrep returns a lookRG that finds a stand-in for ripgrep which
-// reports every file of the search as holding the vault key, as ripgrep
-// would report the credentials file if it were let into the storage root.
-func fakeRipgrep(t *testing.T) func() (string, error) {
-	t.Helper()
-	rg := filepath.Join(t.TempDir(), "rg")
-	script := "#!/bin/sh\necho '.config/Maka/credentials.json:1:" + fakeVaultKey + "'\n"
-	if err := os.WriteFile(rg, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return func() (string, error) { return rg, nil }
 }
 
 func TestIsProtected(t *testing.T) {
@@ -144,5 +129,60 @@ func TestIsProtected(t *testing.T) {
 	}
 	if !isProtected([]string{"/"}, "/etc") {
 		t.Error("a protected root does not cover /etc")
+	}
+}
+
+// TestHostFilesThroughRelativeSymlinks reaches the host's files through
+// relative symlinks inside the workspace, which the kernel lets a lookup
+// follow: the check of what was opened refuses them all the same, and the
+// walks leave them out.
+func TestHostFilesThroughRelativeSymlinks(t *testing.T) {
+	env, creds := hostFixture(t)
+	for link, target := range map[string]string{
+		"relroot": ".config/Maka", "relcred.json": ".config/Maka/credentials.json", "relrun": "run", "relconfig": ".config",
+	} {
+		if err := os.Symlink(target, filepath.Join(env.Workspace, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{NameRead, map[string]any{"path": "relcred.json"}},
+		{NameRead, map[string]any{"path": "relroot/credentials.json"}},
+		{NameRead, map[string]any{"path": "relconfig/Maka/maka.db"}},
+		{NameRead, map[string]any{"path": "relrun/maka/control.sock.txt"}},
+		{NameWrite, map[string]any{"path": "relcred.json", "content": "{}"}},
+		{NameWrite, map[string]any{"path": "relroot/new.txt", "content": "x"}},
+		{NameWrite, map[string]any{"path": "relconfig/Maka/new/x.txt", "content": "x"}},
+		{NameEdit, map[string]any{"path": "relcred.json", "old_string": fakeVaultKey, "new_string": "x"}},
+		{NameGlob, map[string]any{"pattern": "*", "cwd": "relroot"}},
+		{NameGrep, map[string]any{"pattern": "key", "path": "relroot"}},
+		{NameGrep, map[string]any{"pattern": "key", "path": "relcred.json"}},
+	} {
+		r := run(t, byName(t, tt.tool), env, tt.args)
+		if !r.IsError || !strings.Contains(text(t, r), "belongs to the maka host") || strings.Contains(shown(r), fakeVaultKey) {
+			t.Errorf("%s %v = %s, want the host's refusal", tt.tool, tt.args, shown(r))
+		}
+	}
+	if b, err := os.ReadFile(creds); err != nil || !strings.Contains(string(b), fakeVaultKey) {
+		t.Errorf("credentials file changed: %q (%v)", b, err)
+	}
+	for _, p := range []string{".config/Maka/new.txt", ".config/Maka/new"} {
+		if _, err := os.Lstat(filepath.Join(env.Workspace, p)); err == nil {
+			t.Errorf("%s was created in the storage root", p)
+		}
+	}
+	for _, args := range []map[string]any{{"pattern": "**"}, {"pattern": "**", "cwd": "relconfig"}} {
+		for _, f := range strings.Split(run(t, byName(t, NameGlob), env, args).ModelText, "\n") {
+			if strings.HasPrefix(f, "relroot/") || strings.HasPrefix(f, "relconfig/Maka/") || strings.HasPrefix(f, "relrun/maka/") ||
+				f == "relcred.json" || strings.Contains(f, "Maka/") {
+				t.Errorf("Glob %v lists the host's file %s", args, f)
+			}
+		}
+	}
+	if r := run(t, byName(t, NameGrep), env, map[string]any{"pattern": "key"}); strings.Contains(shown(r), fakeVaultKey) {
+		t.Errorf("Grep of the workspace shows the vault key: %s", shown(r))
 	}
 }

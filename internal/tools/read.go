@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 )
 
@@ -75,22 +76,29 @@ func (t readTool) Run(ctx context.Context, env Env, raw json.RawMessage) (Result
 	if err := ctx.Err(); err != nil {
 		return ErrorResult("Read aborted"), nil
 	}
-	loc, err := resolveExisting(env, *a.Path)
+	root, err := openRoot(env)
 	if err != nil {
 		return ErrorResult(fmt.Sprintf("Read %s: %v", *a.Path, err)), nil
 	}
-	f, _, err := openRegular(loc.real)
-	if errors.Is(err, errIsDir) {
-		return ErrorResult(fmt.Sprintf("Read %s: is a directory (use Glob to list files)", loc.rel)), nil
-	}
+	defer root.close()
+	rel, err := root.rel(*a.Path)
 	if err != nil {
-		return ErrorResult(fmt.Sprintf("Read %s: %v", loc.rel, err)), nil
+		return ErrorResult(fmt.Sprintf("Read %s: %v", *a.Path, err)), nil
+	}
+	name := filepath.ToSlash(rel)
+	f, st, err := root.open(rel)
+	if err != nil {
+		return ErrorResult(fmt.Sprintf("Read %s: %v", name, err)), nil
+	}
+	if fileMode(&st).IsDir() {
+		_ = f.Close()
+		return ErrorResult(fmt.Sprintf("Read %s: is a directory (use Glob to list files)", name)), nil
 	}
 	defer f.Close()
 	lr := &io.LimitedReader{R: f, N: FileScanMaxBytes}
 	br := bufio.NewReaderSize(ctxReader{ctx: ctx, r: lr}, 64<<10)
 	if head, _ := br.Peek(binarySniffLen); isBinary(head) {
-		return ErrorResult(fmt.Sprintf("Read %s: binary file", loc.rel)), nil
+		return ErrorResult(fmt.Sprintf("Read %s: binary file", name)), nil
 	}
 	text, err := readLines(br, offset, limit)
 	if ctx.Err() != nil {
@@ -100,10 +108,10 @@ func (t readTool) Run(ctx context.Context, env Env, raw json.RawMessage) (Result
 	var past *pastEndError
 	if errors.As(err, &past) && capped {
 		return ErrorResult(fmt.Sprintf("Read %s: offset %d is past the first %d MiB of the file (%d lines), which is as far as Read goes",
-			loc.rel, past.offset, FileScanMaxBytes>>20, past.lines)), nil
+			name, past.offset, FileScanMaxBytes>>20, past.lines)), nil
 	}
 	if err != nil {
-		return ErrorResult(fmt.Sprintf("Read %s: %v", loc.rel, err)), nil
+		return ErrorResult(fmt.Sprintf("Read %s: %v", name, err)), nil
 	}
 	if capped {
 		if text != "" && !strings.HasSuffix(text, "\n") {

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // specialTimeout bounds a tool call at a named pipe; a call still running
@@ -113,7 +115,6 @@ func TestNamedPipesAndSocketsAreRefused(t *testing.T) {
 		{"read through a symlink", byName(t, NameRead), map[string]any{"path": "pipelink"}, "named pipe"},
 		{"read a socket", byName(t, NameRead), map[string]any{"path": "s.sock"}, "socket"},
 		{"grep the pipe", grepTool{}, map[string]any{"pattern": "x", "path": "pipe"}, "named pipe"},
-		{"grep the pipe with ripgrep", grepTool{lookRG: fakeRipgrep(t)}, map[string]any{"pattern": "x", "path": "pipe"}, "named pipe"},
 		{"edit", byName(t, NameEdit), map[string]any{"path": "pipe", "old_string": "a", "new_string": "b"}, "named pipe"},
 		{"write", byName(t, NameWrite), map[string]any{"path": "pipe", "content": "x"}, "named pipe"},
 		{"write over a socket", byName(t, NameWrite), map[string]any{"path": "s.sock", "content": "x"}, "socket"},
@@ -136,25 +137,33 @@ func TestNamedPipesAndSocketsAreRefused(t *testing.T) {
 	}
 }
 
-// TestOpenRegularRefusesASymlinkedLastComponent checks the open that
-// follows the resolution: a symlink there (swapped in after the path was
-// resolved) is refused, not followed.
-func TestOpenRegularRefusesASymlinkedLastComponent(t *testing.T) {
+// TestOpenAtRefusesASymlinkedEntry checks the open of a directory entry
+// (the walks, and Edit once it resolved the file): a symlink there,
+// swapped in after the entry was listed or resolved, is refused rather
+// than followed, even one that points inside; a lookup from the
+// workspace follows it.
+func TestOpenAtRefusesASymlinkedEntry(t *testing.T) {
 	env := newEnv(t)
-	target := writeFile(t, env, "target.txt", "x\n")
-	link := filepath.Join(env.Workspace, "link")
-	if err := os.Symlink(target, link); err != nil {
+	writeFile(t, env, "target.txt", "x\n")
+	if err := os.Symlink("target.txt", filepath.Join(env.Workspace, "link")); err != nil {
 		t.Fatal(err)
 	}
-	if f, _, err := openRegular(link); err == nil {
+	root, err := openRoot(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.close()
+	if f, _, err := root.openAt(root.fd, "link", "link", unix.RESOLVE_NO_SYMLINKS, false); err == nil {
 		f.Close()
-		t.Fatal("openRegular followed a symlink")
+		t.Fatal("openAt followed a symlink")
 	}
-	f, fi, err := openRegular(target)
-	if err != nil || !fi.Mode().IsRegular() {
-		t.Fatalf("openRegular(regular file) = %v, %v", fi, err)
+	for _, rel := range []string{"target.txt", "link"} {
+		f, st, err := root.open(rel)
+		if err != nil || !fileMode(&st).IsRegular() {
+			t.Fatalf("open(%s) = %v, %v", rel, fileMode(&st), err)
+		}
+		f.Close()
 	}
-	f.Close()
 }
 
 // stopAfter is a context that reports itself cancelled from its n+1th

@@ -45,6 +45,10 @@ type Env struct {
 	// directory, the credentials file): every file tool treats them as
 	// outside the workspace, whatever the path, and the sandbox hides them.
 	Protected []string
+	// DenyRead reports whether a permission rule denies reading rel, a
+	// workspace-relative slash-separated path; the walks of Glob and Grep
+	// skip what it names, silently. May be nil.
+	DenyRead func(rel string) bool
 }
 
 // Result is a settled tool call.

@@ -3,7 +3,11 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // NameWrite is the name of the Write tool.
@@ -54,16 +58,102 @@ func (writeTool) Run(ctx context.Context, env Env, raw json.RawMessage) (Result,
 	if err := ctx.Err(); err != nil {
 		return ErrorResult("Write aborted"), nil
 	}
-	loc, err := resolveForWrite(env, *a.Path)
+	root, err := openRoot(env)
 	if err != nil {
 		return ErrorResult(fmt.Sprintf("Write %s: %v", *a.Path, err)), nil
 	}
-	unlock := lockPath(loc.real)
+	defer root.close()
+	rel, err := root.rel(*a.Path)
+	if err != nil {
+		return ErrorResult(fmt.Sprintf("Write %s: %v", *a.Path, err)), nil
+	}
+	name := filepath.ToSlash(rel)
+	dirfd, base, real, err := root.writePlace(rel)
+	if err != nil {
+		return ErrorResult(fmt.Sprintf("Write %s: %v", *a.Path, err)), nil
+	}
+	defer unix.Close(dirfd)
+	unlock := lockPath(real)
 	defer unlock()
-	if err := writeFileAtomic(loc.real, []byte(*a.Content)); err != nil {
-		return ErrorResult(fmt.Sprintf("Write %s: %v", loc.rel, err)), nil
+	if err := writeAt(dirfd, base, []byte(*a.Content)); err != nil {
+		return ErrorResult(fmt.Sprintf("Write %s: %v", name, err)), nil
 	}
 	n := len(*a.Content)
-	return contentResult(fileWriteContent{Kind: "file_write", Path: loc.rel, Bytes: n},
-		fmt.Sprintf("Wrote %d bytes to %s", n, loc.rel), false), nil
+	return contentResult(fileWriteContent{Kind: "file_write", Path: name, Bytes: n},
+		fmt.Sprintf("Wrote %d bytes to %s", n, name), false), nil
+}
+
+// writePlace returns where a write of rel (workspace-relative) goes: the
+// directory, opened and created beneath the workspace, the name in it and
+// the path of the file. An existing symlink is followed beneath the
+// workspace, so the write replaces its target rather than the link; an
+// existing file must be a regular one.
+func (r *wsRoot) writePlace(rel string) (dirfd int, base, p string, err error) {
+	if rel == "." {
+		return -1, "", "", errors.New("path names the workspace directory, not a file")
+	}
+	dirfd, err = r.mkdirAll(filepath.Dir(rel))
+	if err != nil {
+		return -1, "", "", err
+	}
+	base = filepath.Base(rel)
+	name := filepath.ToSlash(rel)
+	var st unix.Stat_t
+	switch err := unix.Fstatat(dirfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); {
+	case err == unix.ENOENT:
+	case err != nil:
+		_ = unix.Close(dirfd)
+		return -1, "", "", fmt.Errorf("%s: %v", name, err)
+	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+		_ = unix.Close(dirfd)
+		return r.symlinkPlace(rel)
+	default:
+		if err := r.writable(&st, name); err != nil {
+			_ = unix.Close(dirfd)
+			return -1, "", "", err
+		}
+	}
+	dir, err := fdPath(dirfd)
+	if err != nil {
+		_ = unix.Close(dirfd)
+		return -1, "", "", err
+	}
+	return dirfd, base, filepath.Join(dir, base), nil
+}
+
+// symlinkPlace is writePlace for rel naming a symlink: its target,
+// resolved beneath the workspace.
+func (r *wsRoot) symlinkPlace(rel string) (dirfd int, base, p string, err error) {
+	fd, st, err := pathAt(r.fd, rel, 0)
+	if err != nil {
+		if errors.Is(err, unix.EXDEV) {
+			refused, missing := r.refusal(rel)
+			if !missing || refused == errProtected {
+				return -1, "", "", refused
+			}
+			err = refused
+		}
+		return -1, "", "", fmt.Errorf("path is a symlink that cannot be resolved: %v", err)
+	}
+	defer unix.Close(fd)
+	if _, err := r.check(fd, &st); err != nil {
+		return -1, "", "", err
+	}
+	if err := r.writable(&st, filepath.ToSlash(rel)); err != nil {
+		return -1, "", "", err
+	}
+	return r.placeOf(fd, &st)
+}
+
+// writable refuses to replace a file (st is its status) that is one of
+// the host's or not a regular file.
+func (r *wsRoot) writable(st *unix.Stat_t, name string) error {
+	if r.protectedIDs[idOf(st)] {
+		return errProtected
+	}
+	mode := fileMode(st)
+	if mode.IsDir() {
+		return fmt.Errorf("path is a directory: %s", name)
+	}
+	return checkRegular(mode)
 }
