@@ -527,8 +527,9 @@ func TestSandboxedCommandsCannotTalkToTheHost(t *testing.T) {
 	}
 }
 
-// A deny Read rule protects the file's contents from every tool: Read,
-// Grep of an enclosing directory (it is skipped), and a sandboxed `cat`.
+// A deny Read rule protects the file's contents from every tool: Read, a
+// sandboxed `cat`, and Grep and Glob of an enclosing directory (they skip
+// it).
 func TestDenyReadRuleProtectsContents(t *testing.T) {
 	st := sandbox.Status()
 	if !st.Available {
@@ -537,6 +538,8 @@ func TestDenyReadRuleProtectsContents(t *testing.T) {
 	h := newHost(t, callsThenDone(
 		modeltest.Call{ID: "c1", Name: "Read", Arguments: args(t, map[string]any{"path": "secrets/token.txt"})},
 		bashCall(t, "c2", "cat secrets/token.txt; cat notes.txt"),
+		modeltest.Call{ID: "c3", Name: "Grep", Arguments: args(t, map[string]any{"pattern": "VALUE|notes"})},
+		modeltest.Call{ID: "c4", Name: "Glob", Arguments: args(t, map[string]any{"pattern": "**"})},
 	))
 	sid := "deny-read"
 	ws := createSession(t, h.conn, sid, protocol.PermissionModeExecute)
@@ -552,15 +555,15 @@ func TestDenyReadRuleProtectsContents(t *testing.T) {
 		AddRules: []protocol.PermissionRule{{Effect: "deny", Rule: "Read(secrets/**)"}}})
 	runTurn(t, h, sid, "turn-1", "read")
 	res := lastResults(t, h)
-	if len(res) != 2 {
+	if len(res) != 4 {
 		t.Fatalf("results %q", res)
 	}
 	for i, r := range res {
-		if strings.Contains(r.Text(), "TOPSECRET") {
+		if strings.Contains(r.Text(), "TOPSECRET") || i >= 2 && strings.Contains(r.Text(), "token.txt") {
 			t.Errorf("result %d reads the denied file: %q", i+1, r.Text())
 		}
 	}
-	if !strings.Contains(res[1].Text(), "plain notes") {
-		t.Errorf("the command could not read what no rule denies: %q", res[1].Text())
+	if !strings.Contains(res[1].Text(), "plain notes") || !strings.Contains(res[2].Text(), "notes.txt") || !strings.Contains(res[3].Text(), "notes.txt") {
+		t.Errorf("the tools could not read what no rule denies: %q", res[1:])
 	}
 }

@@ -396,6 +396,36 @@ func explainBlock(mode Mode, category, tool string, args json.RawMessage, why st
 	return b.String()
 }
 
+// DenyRead returns what Env.DenyRead asks: whether a deny Read rule names
+// a workspace-relative path, so that Glob and Grep walks skip it. It is
+// nil when no such rule exists.
+func (e *Engine) DenyRead() func(rel string) bool {
+	var deny []Rule
+	for _, r := range e.p.Rules {
+		if r.Effect == RuleDeny && r.Kind == RuleKindPath && r.Tool == NameRead {
+			deny = append(deny, r)
+		}
+	}
+	if len(deny) == 0 {
+		return nil
+	}
+	ws := e.p.Workspace
+	return func(rel string) bool {
+		rel = path.Clean(filepath.ToSlash(rel))
+		abs := filepath.ToSlash(filepath.Join(ws, rel))
+		for _, r := range deny {
+			p := rel
+			if strings.HasPrefix(r.Value, "/") {
+				p = abs
+			}
+			if r.matchPath(p) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // Remember allows prompts for scopeKey for the rest of the turn.
 func (e *Engine) Remember(scopeKey string) {
 	e.mu.Lock()
