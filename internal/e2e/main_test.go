@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 		fmt.Println(dialHost(endpoint))
 		os.Exit(0)
 	}
+	if code, ok := forkDialRole(); ok {
+		os.Exit(code)
+	}
 	goleak.VerifyTestMain(m)
 }
 
