@@ -208,9 +208,12 @@ func reapAll() {
 	}
 }
 
-// startShell starts the shell of the call in its own process group and
-// returns its pid. PR_SET_PDEATHSIG makes the shell die with the helper if
-// the helper is killed. A confined call starts the confining child
+// startShell starts the shell of the call in a session of its own and
+// returns its pid. The session has no controlling terminal: the host's,
+// if it runs in one, is not the command's (/dev/tty fails with ENXIO), so
+// the command cannot push input into it (TIOCSTI). Containment does not rest on the session: the helper
+// signals its descendants one by one. PR_SET_PDEATHSIG makes the shell
+// die with the helper if the helper is killed. A confined call starts the confining child
 // instead, which becomes the shell once the Landlock domain is in force;
 // startShell returns only after that exec succeeded.
 func startShell(cfg helperConfig, command string) (int, error) {
@@ -223,7 +226,7 @@ func startShell(cfg helperConfig, command string) (int, error) {
 		Dir:   cfg.Dir,
 		Env:   os.Environ(),
 		Files: []uintptr{devnull.Fd(), 1, 2},
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+		Sys:   &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL},
 	}
 	if !cfg.Policy.Confined() {
 		pid, err := syscall.ForkExec(cfg.Shell, []string{cfg.Shell, "-c", command}, attr)

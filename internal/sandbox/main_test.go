@@ -21,6 +21,9 @@ func TestMain(m *testing.M) {
 	if code, ok := peerRole(); ok {
 		os.Exit(code)
 	}
+	if code, ok := ttyRole(); ok {
+		os.Exit(code)
+	}
 	goleak.VerifyTestMain(m)
 }
 
