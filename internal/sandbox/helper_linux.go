@@ -255,10 +255,11 @@ func startShell(cfg helperConfig, command string) (int, error) {
 	return pid, nil
 }
 
-// execMain is the confining child: it restricts its own thread to the
-// policy and execs the shell from that thread, so the shell and everything
-// it starts run in the Landlock domain while the helper stays outside it
-// (signal scoping then keeps the command from signalling the helper).
+// execMain is the confining child: it drops every capability of its own
+// thread, restricts the thread to the policy and execs the shell from it,
+// so the shell and everything it starts run without capabilities and in
+// the Landlock domain while the helper stays outside it (signal scoping
+// then keeps the command from signalling the helper).
 func execMain() int {
 	unix.CloseOnExec(fdExecReport)
 	_ = unix.CloseRange(fdExecReport+1, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
@@ -266,7 +267,9 @@ func execMain() int {
 	cfg, command, err := helperArgs()
 	if err == nil {
 		runtime.LockOSThread() // never unlocked: the thread execs or exits
-		err = confineThread(cfg.Policy)
+		if err = dropCapabilities(); err == nil {
+			err = confineThread(cfg.Policy)
+		}
 	}
 	if err == nil {
 		err = syscall.Exec(cfg.Shell, []string{cfg.Shell, "-c", command}, os.Environ())

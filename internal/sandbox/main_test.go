@@ -24,6 +24,9 @@ func TestMain(m *testing.M) {
 	if code, ok := ttyRole(); ok {
 		os.Exit(code)
 	}
+	if code, ok := rawSocketRole(); ok {
+		os.Exit(code)
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -22,16 +22,17 @@ import (
 // mode the variable names, whose command is the test binary as
 // ttyPushEnv, then prints "pending <n>", the bytes its terminal holds for
 // it to read. ttyPushEnv makes it a command that pushes a byte of input
-// (TIOCSTI) through /dev/tty and its descriptors 0, 1 and 2 and prints
-// one line per attempt.
+// (TIOCSTI) through /dev/tty, its descriptors 0, 1 and 2, and the
+// terminal the variable names by path unless it is "-", and prints one
+// line per attempt.
 const (
 	ttyHostEnv = "MAKA_SANDBOX_TEST_TTY_HOST"
 	ttyPushEnv = "MAKA_SANDBOX_TEST_TTY_PUSH"
 )
 
 func ttyRole() (int, bool) {
-	if os.Getenv(ttyPushEnv) != "" {
-		ttyPush()
+	if path := os.Getenv(ttyPushEnv); path != "" {
+		ttyPush(path)
 		return 0, true
 	}
 	mode := os.Getenv(ttyHostEnv)
@@ -62,8 +63,17 @@ func ttyHost(mode Mode) error {
 	if err != nil {
 		return err
 	}
+	// A confined command may not push input into the host's terminal by
+	// its path either (an unconfined one has the user's authority, root's
+	// CAP_SYS_ADMIN included).
+	path := "-"
+	if mode != Off {
+		if path, err = os.Readlink("/proc/self/fd/0"); err != nil {
+			return err
+		}
+	}
 	c, err := Start(context.Background(), Spec{
-		Command: ttyPushEnv + "=1 exec " + self + " -test.run=^$", Dir: ws,
+		Command: ttyPushEnv + "=" + path + " exec " + self + " -test.run=^$", Dir: ws,
 		Policy: Policy{Mode: mode, Workspace: ws}, Stdout: os.Stdout, Stderr: os.Stderr,
 	})
 	if err != nil {
@@ -80,7 +90,7 @@ func ttyHost(mode Mode) error {
 	return nil
 }
 
-func ttyPush() {
+func ttyPush(path string) {
 	push := func(name string, fd int) {
 		b := byte('x')
 		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.TIOCSTI, uintptr(unsafe.Pointer(&b))); e != 0 {
@@ -97,6 +107,15 @@ func ttyPush() {
 	}
 	for fd := range 3 {
 		push("fd "+strconv.Itoa(fd), fd)
+	}
+	if path == "-" {
+		return
+	}
+	if fd, err := unix.Open(path, unix.O_RDWR|unix.O_NOCTTY, 0); err != nil {
+		fmt.Printf("%s: %v\n", path, err)
+	} else {
+		push(path, fd)
+		unix.Close(fd)
 	}
 }
 
