@@ -36,21 +36,36 @@ func IsCallPeer(pid int, pidfd *os.File) bool {
 	if pid <= 0 {
 		return true
 	}
-	fd := -1
-	switch {
-	case pidfd != nil:
-		fd = int(pidfd.Fd())
-	default:
-		f, err := unix.PidfdOpen(pid, 0)
-		switch {
-		case err == nil:
-			defer unix.Close(f)
-			fd = f
-		case !errors.Is(err, unix.ENOSYS):
-			// The peer is gone (ESRCH), or cannot be pinned.
+	if pidfd != nil {
+		// Control keeps the descriptor open for the whole walk; a closed
+		// file is refused.
+		rc, err := pidfd.SyscallConn()
+		if err != nil {
 			return true
 		}
+		in := true
+		if err := rc.Control(func(fd uintptr) { in = walkFrom(pid, int(fd), helpers) }); err != nil {
+			return true
+		}
+		return in
 	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	switch {
+	case err == nil:
+		defer unix.Close(fd)
+	case errors.Is(err, unix.ENOSYS):
+		fd = -1
+	default:
+		// The peer is gone (ESRCH), or cannot be pinned.
+		return true
+	}
+	return walkFrom(pid, fd, helpers)
+}
+
+// walkFrom reports whether pid (pinned by fd, or -1) may be a process of
+// one of helpers, reading its ancestry again, a bounded number of times,
+// while only an ancestor of it exited under the walk.
+func walkFrom(pid, fd int, helpers map[int]bool) bool {
 	for range walkRestarts {
 		in, err := underHelper(pid, fd, helpers)
 		if err == nil {

@@ -93,8 +93,8 @@ func peerOfConn(t *testing.T, c *net.UnixConn) (int, *os.File) {
 
 // A process of a confined call has a child connect to a socket, exit and
 // be reaped, and keeps the connection: its peer is dead and its pid free,
-// and it is still a call's peer. So are the call's live processes, and a
-// process outside the call is not.
+// and it is still a call's peer. So are the call's live processes and a
+// peer that cannot be read, and a process outside the call is not.
 func TestPeerThatExitedAfterConnectingIsACallPeer(t *testing.T) {
 	requireLandlock(t)
 	ws := realTempDir(t)
@@ -139,13 +139,30 @@ func TestPeerThatExitedAfterConnectingIsACallPeer(t *testing.T) {
 		t.Errorf("IsCallPeer(%d) = false for a live process of the call", pid)
 	}
 
+	// What cannot be read is a call's while one runs.
+	if !IsCallPeer(0, nil) {
+		t.Error("IsCallPeer(0) = false: a pid outside the namespace is not refused")
+	}
+
 	outside, err := net.Dial("unix", path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer outside.Close()
-	if pid, pidfd := peerOfConn(t, accept()); IsCallPeer(pid, pidfd) {
+	pid, pidfd = peerOfConn(t, accept())
+	if IsCallPeer(pid, pidfd) {
 		t.Errorf("IsCallPeer(%d) = true for the test process", pid)
+	}
+	if pidfd != nil {
+		dup, err := unix.Dup(int(pidfd.Fd()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed := os.NewFile(uintptr(dup), "pidfd")
+		closed.Close()
+		if !IsCallPeer(pid, closed) {
+			t.Error("IsCallPeer with a closed pidfd = false")
+		}
 	}
 
 	dead.Close()
