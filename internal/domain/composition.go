@@ -212,9 +212,11 @@ var errSandboxedPeer = errors.New("the peer runs inside a sandboxed tool call")
 // RefuseSandboxedPeer is the host's peer check (host.Options.RefusePeer):
 // a process of a sandboxed Bash call may not talk to the host, which
 // would let it answer its own approvals. Landlock cannot refuse a
-// connect to a socket by path on most kernels, so the host does.
+// connect to a socket by path on most kernels, so the host does. While a
+// sandboxed call runs, a peer that cannot be shown to be outside every
+// call (it exited, its ancestry cannot be read) is refused too.
 func RefuseSandboxedPeer(p host.Peer) error {
-	if sandbox.IsCallDescendant(p.PID) {
+	if sandbox.IsCallPeer(p.PID, p.PIDFD) {
 		return errSandboxedPeer
 	}
 	return nil

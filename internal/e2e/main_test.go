@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(exchangeEnv); spec != "" {
 		os.Exit(exchangeMain(spec))
 	}
+	if code, ok := forkDialRole(); ok {
+		os.Exit(code)
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -302,6 +302,9 @@ func TestRefusedPeerIsClosedBeforeItsHello(t *testing.T) {
 	f := withRuntimeHostOptions(t, testHandlers(nil), func(o *host.Options) {
 		o.Logger = slog.New(logs)
 		o.RefusePeer = func(p host.Peer) error {
+			// A pidfd of the peer where the kernel has SO_PEERPIDFD,
+			// closed once the checks ran.
+			p.PIDFD = nil
 			asked <- p
 			if refuse.Load() {
 				return errRefused

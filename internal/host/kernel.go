@@ -512,7 +512,7 @@ func (k *Kernel) serveConn(t *transport.Conn) {
 		_ = t.Close()
 		return
 	}
-	if err := k.admitPeer(peer); err != nil {
+	if err := k.admitPeer(&peer); err != nil {
 		reason, endErr = reasonRefused, err
 		k.log.Warn("connection refused", "peer", peer, "err", err)
 		_ = t.Close()
@@ -528,13 +528,20 @@ func (k *Kernel) serveConn(t *transport.Conn) {
 	reason = endReason(endErr)
 }
 
-// admitPeer applies the uid check, then the RefusePeer hook.
-func (k *Kernel) admitPeer(p Peer) error {
-	if err := checkPeer(p, hostUID); err != nil {
+// admitPeer applies the uid check, then the RefusePeer hook; it closes
+// the peer's pidfd.
+func (k *Kernel) admitPeer(p *Peer) error {
+	defer func() {
+		if p.PIDFD != nil {
+			p.PIDFD.Close()
+			p.PIDFD = nil
+		}
+	}()
+	if err := checkPeer(*p, hostUID); err != nil {
 		return err
 	}
 	if k.opts.RefusePeer != nil {
-		return k.opts.RefusePeer(p)
+		return k.opts.RefusePeer(*p)
 	}
 	return nil
 }

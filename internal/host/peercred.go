@@ -18,6 +18,10 @@ type Peer struct {
 	UID uint32
 	GID uint32
 	PID int
+	// PIDFD is a pidfd of the same process (SO_PEERPIDFD), nil where the
+	// kernel has none. It is open only while the peer checks run, and
+	// nil in the peer a connection's handlers see.
+	PIDFD *os.File
 }
 
 // LogValue logs a peer as a group of its ids.
@@ -50,11 +54,20 @@ func peerOf(nc net.Conn) (Peer, error) {
 	if !ok {
 		return Peer{}, errors.New("peer credentials: not a unix socket")
 	}
+	// Both name the process that connected: its pid is its own for as
+	// long as the pidfd finds it alive.
+	pidfd, err := peercred.PIDFD(uc)
+	if err != nil {
+		return Peer{}, fmt.Errorf("peer pidfd: %w", err)
+	}
 	cred, err := peercred.Of(uc)
 	if err != nil {
+		if pidfd != nil {
+			pidfd.Close()
+		}
 		return Peer{}, fmt.Errorf("peer credentials: %w", err)
 	}
-	return Peer{UID: cred.Uid, GID: cred.Gid, PID: int(cred.Pid)}, nil
+	return Peer{UID: cred.Uid, GID: cred.Gid, PID: int(cred.Pid), PIDFD: pidfd}, nil
 }
 
 // checkPeer admits only a peer of the host's own uid: the trust boundary

@@ -124,7 +124,14 @@ func Start(ctx context.Context, spec Spec) (*Call, error) {
 	if spec.Stderr != nil {
 		cmd.Stderr = spec.Stderr
 	}
+	// The helper is registered before a peer check can see its shell: a
+	// check waits for the lock until the helper's pid is in live.
+	live.Lock()
 	err = cmd.Start()
+	if err == nil {
+		live.m[cmd.Process.Pid] = p.Confined()
+	}
+	live.Unlock()
 	ctrlR.Close()
 	statW.Close()
 	if err != nil {
@@ -133,9 +140,6 @@ func Start(ctx context.Context, spec Spec) (*Call, error) {
 		return nil, err
 	}
 	c := &Call{cmd: cmd, pid: cmd.Process.Pid, ctrl: ctrlW, status: statR, lines: bufio.NewReader(statR)}
-	live.Lock()
-	live.m[c.pid] = p.Confined()
-	live.Unlock()
 
 	_ = statR.SetReadDeadline(time.Now().Add(startTimeout))
 	stop := context.AfterFunc(ctx, func() { _ = statR.SetReadDeadline(time.Unix(1, 0)) })
@@ -203,32 +207,4 @@ func (c *Call) Wait() (code int, signaled bool, err error) {
 		}
 	})
 	return c.code, c.signaled, c.err
-}
-
-// IsCallDescendant reports whether pid is a process of a running confined
-// call: a live confined helper is pid or one of its ancestors. The helper
-// is a subreaper, so no process of a call leaves its subtree.
-func IsCallDescendant(pid int) bool {
-	live.Lock()
-	confined := make(map[int]bool, len(live.m))
-	for h, c := range live.m {
-		if c {
-			confined[h] = true
-		}
-	}
-	live.Unlock()
-	if len(confined) == 0 {
-		return false
-	}
-	for depth := 0; depth < maxChain && pid > 1; depth++ {
-		if confined[pid] {
-			return true
-		}
-		ppid, ok := parentOf(pid)
-		if !ok {
-			return false
-		}
-		pid = ppid
-	}
-	return false
 }

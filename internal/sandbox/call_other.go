@@ -99,3 +99,6 @@ func (c *Call) Wait() (code int, signaled bool, err error) {
 
 // IsCallDescendant is false: there are no confined calls.
 func IsCallDescendant(int) bool { return false }
+
+// IsCallPeer is false: there are no confined calls.
+func IsCallPeer(int, *os.File) bool { return false }

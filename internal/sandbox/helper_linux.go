@@ -208,9 +208,12 @@ func reapAll() {
 	}
 }
 
-// startShell starts the shell of the call in its own process group and
-// returns its pid. PR_SET_PDEATHSIG makes the shell die with the helper if
-// the helper is killed. A confined call starts the confining child
+// startShell starts the shell of the call in a session of its own and
+// returns its pid. The session has no controlling terminal: the host's,
+// if it runs in one, is not the command's (/dev/tty fails with ENXIO), so
+// the command cannot push input into it (TIOCSTI). Containment does not rest on the session: the helper
+// signals its descendants one by one. PR_SET_PDEATHSIG makes the shell
+// die with the helper if the helper is killed. A confined call starts the confining child
 // instead, which becomes the shell once the Landlock domain is in force;
 // startShell returns only after that exec succeeded.
 func startShell(cfg helperConfig, command string) (int, error) {
@@ -223,7 +226,7 @@ func startShell(cfg helperConfig, command string) (int, error) {
 		Dir:   cfg.Dir,
 		Env:   os.Environ(),
 		Files: []uintptr{devnull.Fd(), 1, 2},
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+		Sys:   &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL},
 	}
 	if !cfg.Policy.Confined() {
 		pid, err := syscall.ForkExec(cfg.Shell, []string{cfg.Shell, "-c", command}, attr)
@@ -252,10 +255,11 @@ func startShell(cfg helperConfig, command string) (int, error) {
 	return pid, nil
 }
 
-// execMain is the confining child: it restricts its own thread to the
-// policy and execs the shell from that thread, so the shell and everything
-// it starts run in the Landlock domain while the helper stays outside it
-// (signal scoping then keeps the command from signalling the helper).
+// execMain is the confining child: it drops every capability of its own
+// thread, restricts the thread to the policy and execs the shell from it,
+// so the shell and everything it starts run without capabilities and in
+// the Landlock domain while the helper stays outside it (signal scoping
+// then keeps the command from signalling the helper).
 func execMain() int {
 	unix.CloseOnExec(fdExecReport)
 	_ = unix.CloseRange(fdExecReport+1, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
@@ -263,7 +267,9 @@ func execMain() int {
 	cfg, command, err := helperArgs()
 	if err == nil {
 		runtime.LockOSThread() // never unlocked: the thread execs or exits
-		err = confineThread(cfg.Policy)
+		if err = dropCapabilities(); err == nil {
+			err = confineThread(cfg.Policy)
+		}
 	}
 	if err == nil {
 		err = syscall.Exec(cfg.Shell, []string{cfg.Shell, "-c", command}, os.Environ())

@@ -30,8 +30,15 @@ const (
 		ll.AccessFSReadFile | ll.AccessFSTruncate | ll.AccessFSIoctlDev
 )
 
-// devices are the device files every confined command may read and write.
-var devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx"}
+// devices are the device files every confined command may read, write
+// and use ioctls on.
+var devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/ptmx"}
+
+// devTTY is the controlling terminal, which a call's shell does not have
+// (it starts a session of its own): opening it fails unless the command
+// made a pseudo-terminal it opened its own. It is read and written only:
+// no ioctl on it, whatever terminal it names, can push input (TIOCSTI).
+const devTTY = "/dev/tty"
 
 // abiConfigs are go-landlock's configurations by ABI version (index+1).
 var abiConfigs = []landlock.Config{landlock.V1, landlock.V2, landlock.V3, landlock.V4, landlock.V5,
@@ -251,6 +258,9 @@ func grants(p Policy) []grant {
 		if !h.hides(d) {
 			out = append(out, grant{d, accessDevice})
 		}
+	}
+	if !h.hides(devTTY) {
+		out = append(out, grant{devTTY, accessDevice &^ ll.AccessFSIoctlDev})
 	}
 	if !h.hides("/dev/pts") {
 		out = append(out, grant{"/dev/pts", accessDevice | ll.AccessFSReadDir})

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 )
 
 // requireLandlock skips the test where the kernel cannot confine and logs
@@ -282,5 +284,24 @@ func TestLandlockSignals(t *testing.T) {
 	code, stdout, _ = runCall(t, Spec{Command: "kill -0 " + pid + "; echo outside=$?", Dir: ws})
 	if code != 0 || stdout != "outside=0\n" {
 		t.Errorf("unconfined kill -0: %d %q", code, stdout)
+	}
+}
+
+func TestControllingTerminalHasNoIoctlGrant(t *testing.T) {
+	found := false
+	for _, g := range grants(Policy{Mode: WorkspaceWrite, Workspace: t.TempDir()}) {
+		if g.path != devTTY {
+			continue
+		}
+		found = true
+		if g.access&ll.AccessFSIoctlDev != 0 {
+			t.Errorf("%s is granted ioctls", devTTY)
+		}
+		if g.access&(ll.AccessFSReadFile|ll.AccessFSWriteFile) == 0 {
+			t.Errorf("%s cannot be read and written", devTTY)
+		}
+	}
+	if !found {
+		t.Errorf("no grant on %s", devTTY)
 	}
 }

@@ -18,6 +18,15 @@ func TestMain(m *testing.M) {
 	if command := os.Getenv(fakeHostEnv); command != "" {
 		os.Exit(fakeHost(command))
 	}
+	if code, ok := peerRole(); ok {
+		os.Exit(code)
+	}
+	if code, ok := ttyRole(); ok {
+		os.Exit(code)
+	}
+	if code, ok := rawSocketRole(); ok {
+		os.Exit(code)
+	}
 	goleak.VerifyTestMain(m)
 }
 
