@@ -1,7 +1,5 @@
 package protocol
 
-import "sync"
-
 // decodeRequestFast decodes the common request frame — one object with the
 // keys requestId, operation and input — without building a Value for the
 // envelope. ok is false when the frame is anything else (a hello, an extra
@@ -74,17 +72,7 @@ func decodeRequestFast(text []byte) (req *Request, ok bool, err error) {
 	} else if in, err = spec.DecodeInput(input); err != nil {
 		return nil, true, err
 	}
-	r := requestPool.Get().(*Request)
-	r.RequestID, r.Operation, r.Input = id, spec, in
-	return r, true, nil
-}
-
-var requestPool = sync.Pool{New: func() any { return new(Request) }}
-
-// ReleaseRequest recycles a decoded request once nothing refers to it.
-func ReleaseRequest(r *Request) {
-	*r = Request{}
-	requestPool.Put(r)
+	return &Request{RequestID: id, Operation: spec, Input: in}, true, nil
 }
 
 // rawString consumes a string literal without escapes and returns its
