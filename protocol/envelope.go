@@ -6,8 +6,7 @@ package protocol
 // or missing key, a syntax error); the caller then takes the general path,
 // which produces the precise error.
 func decodeRequestFast(text []byte) (req *Request, ok bool, err error) {
-	p := parserPool.Get().(*parser)
-	defer p.release()
+	p := new(parser)
 	p.data, p.pos = text, 0
 	p.skipSpace()
 	if !p.consume('{') {

@@ -224,8 +224,7 @@ const maxDepth = 512
 // Parse parses one JSON text (surrounding whitespace allowed). The input
 // must be valid UTF-8; invalid bytes are rejected.
 func Parse(data []byte) (Value, error) {
-	p := parserPool.Get().(*parser)
-	defer p.release()
+	p := new(parser)
 	p.data, p.pos = data, 0
 	p.skipSpace()
 	v, err := p.value(0)
@@ -246,17 +245,6 @@ type parser struct {
 	// into one exactly-sized slice when their object or array closes.
 	members  []Member
 	elements []Value
-}
-
-var parserPool = sync.Pool{New: func() any { return new(parser) }}
-
-// release returns the parser to the pool without keeping references to
-// parsed values alive.
-func (p *parser) release() {
-	clear(p.members[:cap(p.members)])
-	clear(p.elements[:cap(p.elements)])
-	p.members, p.elements, p.data = p.members[:0], p.elements[:0], nil
-	parserPool.Put(p)
 }
 
 func (p *parser) skipSpace() {
