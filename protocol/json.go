@@ -6,7 +6,6 @@ import (
 	"errors"
 	"math"
 	"strconv"
-	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -599,8 +598,6 @@ type JSONAppender interface {
 	AppendJSON(b []byte) []byte
 }
 
-var encPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
 // Marshal encodes v as compact JSON with JSON.stringify's escaping rules (no
 // HTML escaping, U+2028/U+2029 written raw), so that encoded sizes match the
 // original host's byte for byte. Struct types use encoding/json tags.
@@ -618,9 +615,7 @@ func AppendMarshal(b []byte, v any) ([]byte, error) {
 	case JSONAppender:
 		return x.AppendJSON(b), nil
 	}
-	buf := encPool.Get().(*bytes.Buffer)
-	buf.Reset()
-	defer encPool.Put(buf)
+	buf := new(bytes.Buffer)
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
