@@ -51,13 +51,12 @@ type ConnConfig struct {
 	// Inline reports operations whose admission and handler never block;
 	// they run on the reader goroutine instead of their own.
 	//
-	// This is the one fast path of the connection, kept because the
-	// committed round-trip benchmarks show it pays: with host.status
-	// inline, against each request on its own goroutine, in the same run
-	// (internal/bench, 2 vCPU Intel Xeon, shared and busy; req/s,
-	// medians of 3): sequential 150,000 against 125,000 (+20 %),
-	// pipelined 4×32 500,000 against 150,000 (3.3×). See
-	// docs/benchmarks.md.
+	// This is the connection's one fast path, kept because the committed
+	// round-trip benchmarks show it pays (internal/bench, 2 vCPU Intel
+	// Xeon, shared and busy; host.status inline against every request on
+	// its own goroutine, 3 interleaved runs, medians): pipelined 4×32
+	// 644,000 against 371,000 req/s (+74 %); sequential 158,000 against
+	// 146,000 (+8 %). See docs/benchmarks.md.
 	Inline func(op protocol.Operation) bool
 	Logger *slog.Logger
 }
@@ -272,10 +271,11 @@ func (c *Conn) ended() bool {
 }
 
 // serve admits, runs and answers one request, on the request's own
-// goroutine (or on the reader, for an inline operation). Its deferred block is the request's one cleanup: a panic in
-// admission, the handler, or the encoding of its outcome is logged and
-// tears this connection down, and the operation's lease is finished
-// unless the response already owns it.
+// goroutine (or on the reader, for an inline operation). Its deferred
+// block is the request's one cleanup: a panic in admission, the handler,
+// or the encoding of its outcome is logged and tears this connection down,
+// and the operation's lease is finished unless the response already owns
+// it.
 func (c *Conn) serve(req *protocol.Request) {
 	defer c.ops.Done()
 	// owned is the lease while this goroutine must finish it on a panic.
