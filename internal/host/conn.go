@@ -337,7 +337,7 @@ func (c *Conn) forget(requestID string) {
 func (c *Conn) respond(req *protocol.Request, out Outcome, lease OperationLease) error {
 	frame, rejected := c.encode(req, out)
 	c.forget(req.RequestID)
-	err := c.out.enqueue(outFrame{data: frame, lease: lease})
+	err := c.out.enqueue(outFrame{data: frame, lease: lease, pooled: true})
 	if err != nil && lease != nil {
 		lease.Finish()
 	}
@@ -360,14 +360,14 @@ func (c *Conn) encode(req *protocol.Request, out Outcome) (frame []byte, rejecte
 			// A result with its own encoder and validator is written
 			// straight into the frame, skipping encode-parse-decode.
 			if err = v.Validate(); err == nil {
-				frame = protocol.AppendSuccessHeader(make([]byte, 0, 512), req.RequestID, spec.Key)
+				frame = protocol.AppendSuccessHeader(newFrame(), req.RequestID, spec.Key)
 				frame, err = protocol.FinishFrame(v.AppendJSON(frame), 0)
 			}
 		} else {
 			var res []byte
 			if res, err = protocol.Marshal(out.Result); err == nil {
 				if err = validateOutput(spec, res); err == nil {
-					frame, err = protocol.AppendSuccess(nil, req.RequestID, spec.Key, res)
+					frame, err = protocol.AppendSuccess(newFrame(), req.RequestID, spec.Key, res)
 				}
 			}
 		}
@@ -381,7 +381,7 @@ func (c *Conn) encode(req *protocol.Request, out Outcome) (frame []byte, rejecte
 		c.log.Error("operation error rejected", "operation", spec.Key, "code", out.Err.Code)
 		out.Err = protocol.NewOpError(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
 	}
-	frame, _ = protocol.AppendFailure(nil, req.RequestID, spec.Key, out.Err)
+	frame, _ = protocol.AppendFailure(newFrame(), req.RequestID, spec.Key, out.Err)
 	return frame, rejected
 }
 
