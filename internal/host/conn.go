@@ -232,8 +232,9 @@ func (c *Conn) recovered(r any, op protocol.Operation) {
 	c.teardown(reasonPanic, fmt.Errorf("panic: %v", r))
 }
 
-// accept checks one request and dispatches it on its own goroutine; an
-// error is fatal to the connection.
+// accept checks one request and dispatches it, on its own goroutine or,
+// for an inline operation, on the reader; an error is fatal to the
+// connection.
 func (c *Conn) accept(f any) error {
 	req, ok := f.(*protocol.Request)
 	if !ok {
