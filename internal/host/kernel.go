@@ -78,14 +78,6 @@ type Options struct {
 }
 
 // Kernel is a running Runtime Host.
-//
-// Its mutable state is guarded by one mutex, mu: the registries of
-// connections (handshaking and accepted), the in-flight counters, the
-// lifecycle state, the timers and the handler table. The one atomic is
-// inShutdown, so that a handshake can refuse a draining host without the
-// lock; it is only ever set with mu held. Everything else that can be
-// derived (the connection count, whether the idle timer is armed) is read
-// from the state it derives from, under mu.
 type Kernel struct {
 	opts      Options
 	epochJSON []byte // the host epoch as a JSON string
@@ -98,23 +90,35 @@ type Kernel struct {
 	baseCtx   context.Context
 	cancel    context.CancelFunc
 
-	// inShutdown is set once a drain is requested (under mu); it never
-	// goes back.
-	inShutdown atomic.Bool
+	handlers atomic.Pointer[Handlers]
+	comp     atomic.Pointer[compositionBox]
 
-	pubMu sync.Mutex // serialises registration rewrites (file I/O, outside mu)
+	// draining is read lock-free on every admission.
+	draining atomic.Bool
 
-	mu             sync.Mutex
-	handlers       Handlers
-	comp           Composition
-	state          protocol.HostState
-	committed      bool
-	compDrainBegun bool
-	activeConn     map[*Conn]struct{}
-	handshaking    map[*transport.Conn]struct{}
-	inFlight       inFlight // changed only through updateInFlight
-	ownerChecked   time.Time
-	idleTimer      *time.Timer // armed exactly while non-nil
+	ownerMu    sync.Mutex
+	ownerFresh atomic.Bool // a check succeeded less than OwnerCheckInterval ago
+
+	pubMu sync.Mutex
+
+	mu                sync.Mutex
+	state             protocol.HostState
+	shutdownRequested bool
+	committed         bool
+	compDrainBegun    bool
+	accepted          map[*Conn]struct{}
+	handshaking       map[*transport.Conn]struct{}
+	// Operation counters are atomic so admission and completion take no
+	// lock; a drain and an admission race Dekker-style on draining and
+	// activeCommands (see beginOperation).
+	activeOps      atomic.Int64
+	activeCommands atomic.Int64
+	connCount      atomic.Int64 // len(accepted), readable without mu
+	idleArmed      atomic.Bool  // idleTimer != nil
+	curState       atomic.Value // protocol.HostState, readable without mu
+	residencies    atomic.Int64 // changed under mu (idle evaluation), read without it
+	retained       bool
+	idleTimer      *time.Timer
 	deadlineTimer  *time.Timer
 	deadlineFired  bool
 	changed        chan struct{} // closed and replaced on a change while watched
@@ -128,13 +132,7 @@ type Kernel struct {
 	closeErr error
 }
 
-// inFlight is what the host has in flight besides its connections.
-type inFlight struct {
-	ops         int64 // admitted operations whose response is not yet written or lost
-	commands    int64 // admitted command-mode operations whose handler has not returned
-	residencies int64 // unreleased residencies, the process-exit pin included
-	retained    bool  // RetainUntilProcessExit pinned its residency
-}
+type compositionBox struct{ c Composition }
 
 func durationOrDefault(d, def time.Duration) time.Duration {
 	if d == 0 {
@@ -169,17 +167,19 @@ func Start(ctx context.Context, opts Options) (*Kernel, error) {
 		epoch:       uuid.NewString(),
 		createdAt:   time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
 		state:       protocol.StateStarting,
-		activeConn:  make(map[*Conn]struct{}),
+		accepted:    make(map[*Conn]struct{}),
 		handshaking: make(map[*transport.Conn]struct{}),
 		changed:     make(chan struct{}),
 		startupDone: make(chan struct{}),
 		acceptDone:  make(chan struct{}),
 		closed:      make(chan struct{}),
 	}
+	k.curState.Store(protocol.StateStarting)
 	k.epochJSON = newEpochJSON(k.epoch)
 	k.log = log.With("hostEpoch", k.epoch)
 	k.baseCtx, k.cancel = context.WithCancel(context.Background())
-	k.handlers = Handlers{protocol.OpHostStatus: k.statusHandler}
+	bare := Handlers{protocol.OpHostStatus: k.statusHandler}
+	k.handlers.Store(&bare)
 
 	if err := k.owner.Assert(); err != nil {
 		k.abortStartup()
@@ -213,10 +213,13 @@ func Start(ctx context.Context, opts Options) (*Kernel, error) {
 		return nil, err
 	}
 
-	if k.inShutdown.Load() {
+	k.mu.Lock()
+	if k.shutdownRequested {
+		k.mu.Unlock()
 		k.maybeCommit()
 		return k, ErrClosed
 	}
+	k.mu.Unlock()
 	if err := k.setState(protocol.StateReady); err != nil {
 		k.RequestDrain()
 		<-k.closed
@@ -232,9 +235,7 @@ func (k *Kernel) compose(ctx context.Context) error {
 	if k.opts.CompositionFactory == nil {
 		all := UnavailableHandlers()
 		all[protocol.OpHostStatus] = k.statusHandler
-		k.mu.Lock()
-		k.handlers = all
-		k.mu.Unlock()
+		k.handlers.Store(&all)
 		close(k.startupDone)
 		return nil
 	}
@@ -247,9 +248,9 @@ func (k *Kernel) compose(ctx context.Context) error {
 		defer close(k.startupDone)
 		c, err := k.opts.CompositionFactory(k.baseCtx, k)
 		if err == nil {
+			k.comp.Store(&compositionBox{c: c})
 			k.mu.Lock()
-			k.comp = c
-			drain := k.inShutdown.Load() && !k.compDrainBegun
+			drain := k.shutdownRequested && !k.compDrainBegun
 			if drain {
 				k.compDrainBegun = true
 			}
@@ -264,9 +265,7 @@ func (k *Kernel) compose(ctx context.Context) error {
 					h[op] = fn
 				}
 				h[protocol.OpHostStatus] = k.statusHandler
-				k.mu.Lock()
-				k.handlers = h
-				k.mu.Unlock()
+				k.handlers.Store(&h)
 			}
 		}
 		done <- err
@@ -282,9 +281,10 @@ func (k *Kernel) compose(ctx context.Context) error {
 }
 
 func (k *Kernel) composition() Composition {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.comp
+	if b := k.comp.Load(); b != nil {
+		return b.c
+	}
+	return nil
 }
 
 // HostEpoch returns this process's host epoch.
@@ -298,9 +298,14 @@ func (k *Kernel) ControlDirectory() string { return k.owner.ControlDirectory() }
 
 // State returns the lifecycle state.
 func (k *Kernel) State() protocol.HostState {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.state
+	st, _ := k.curState.Load().(protocol.HostState)
+	return st
+}
+
+// setStateLocked records a state change.
+func (k *Kernel) setStateLocked(st protocol.HostState) {
+	k.state = st
+	k.curState.Store(st)
 }
 
 // Done is closed when the host has shut down.
@@ -327,14 +332,12 @@ func (k *Kernel) Close(ctx context.Context) error {
 
 // Status returns the host.status result as seen now.
 func (k *Kernel) Status() protocol.HostStatus {
-	k.mu.Lock()
-	defer k.mu.Unlock()
 	return protocol.HostStatus{
 		HostEpoch:         k.epoch,
-		State:             k.state,
-		Connections:       int64(len(k.activeConn)),
-		ActiveOperations:  k.inFlight.ops,
-		ActiveResidencies: k.inFlight.residencies,
+		State:             k.State(),
+		Connections:       k.connCount.Load(),
+		ActiveOperations:  k.activeOps.Load(),
+		ActiveResidencies: k.residencies.Load(),
 	}
 }
 
@@ -366,7 +369,7 @@ func (k *Kernel) setState(state protocol.HostState) error {
 		k.mu.Unlock()
 		return ErrClosed
 	}
-	k.state = state
+	k.setStateLocked(state)
 	k.mu.Unlock()
 	if err := k.publish(); err != nil {
 		return err
@@ -565,14 +568,14 @@ func (k *Kernel) handshake(t *transport.Conn, peer Peer) (*Conn, string) {
 		_ = t.Close()
 		return nil, reasonHandshakeFailed
 	}
-	if k.inShutdown.Load() || k.ownerLost() {
+	if k.draining.Load() || k.ownerLost() {
 		k.replyAndEnd(t, protocol.Draining{Kind: protocol.KindDraining, HostEpoch: k.epoch})
 		return nil, reasonDraining
 	}
 	selected, compatible := protocol.Negotiate(protocol.ProtocolRange{Min: hello.ProtocolMin, Max: hello.ProtocolMax}, protocol.HostProtocol)
 
 	k.mu.Lock()
-	if k.inShutdown.Load() {
+	if k.shutdownRequested {
 		k.mu.Unlock()
 		k.replyAndEnd(t, protocol.Draining{Kind: protocol.KindDraining, HostEpoch: k.epoch})
 		return nil, reasonDraining
@@ -609,11 +612,12 @@ func (k *Kernel) handshake(t *transport.Conn, peer Peer) (*Conn, string) {
 		ResolveHandlers:   k.resolveHandlers,
 		ResolveContinuity: k.resolveContinuity,
 		BeginOperation:    k.beginOperation,
-		OnTeardown:        func(error) { k.releaseConnection(conn) },
 		Inline:            func(op protocol.Operation) bool { return op == protocol.OpHostStatus },
+		OnTeardown:        func(error) { k.releaseConnection(conn) },
 		Logger:            k.log.With("peer", peer),
 	})
-	k.activeConn[conn] = struct{}{}
+	k.accepted[conn] = struct{}{}
+	k.connCount.Store(int64(len(k.accepted)))
 	k.cancelIdleLocked()
 	reply := protocol.Accepted{
 		Kind: protocol.KindAccepted, HostEpoch: k.epoch, ConnectionID: connID,
@@ -638,19 +642,16 @@ func (k *Kernel) replyAndEnd(t *transport.Conn, reply any) {
 
 func (k *Kernel) releaseConnection(c *Conn) {
 	k.mu.Lock()
-	if _, ok := k.activeConn[c]; ok {
-		delete(k.activeConn, c)
+	if _, ok := k.accepted[c]; ok {
+		delete(k.accepted, c)
+		k.connCount.Store(int64(len(k.accepted)))
 		k.notifyLocked()
 		k.evaluateIdleLocked()
 	}
 	k.mu.Unlock()
 }
 
-func (k *Kernel) resolveHandlers() Handlers {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.handlers
-}
+func (k *Kernel) resolveHandlers() Handlers { return *k.handlers.Load() }
 
 func (k *Kernel) resolveContinuity() ConnectionObserver {
 	if c := k.composition(); c != nil {
@@ -667,143 +668,109 @@ var (
 )
 
 // OwnerCheckInterval bounds how long a successful root ownership check is
-// trusted. The first admission after it re-validates (lock artifact, root
-// identity, marker, 8 system calls) under mu, so concurrent admissions
-// wait for that single check.
+// trusted. Admissions within it cost one atomic load; the first admission
+// after it re-validates (lock artifact, root identity, marker), and
+// concurrent admissions wait for that single check.
 const OwnerCheckInterval = 100 * time.Millisecond
 
 // ownerLost re-validates root ownership (at most once per
 // OwnerCheckInterval); on failure it commits shutdown at once.
 func (k *Kernel) ownerLost() bool {
-	k.mu.Lock()
-	lost := k.ownerLostLocked()
-	k.mu.Unlock()
-	if lost {
-		k.commitNow()
+	if k.ownerFresh.Load() {
+		return false
 	}
-	return lost
-}
-
-// ownerLostLocked is ownerLost's check; the caller commits the shutdown
-// when it reports the ownership lost.
-func (k *Kernel) ownerLostLocked() bool {
-	if !k.ownerChecked.IsZero() && time.Since(k.ownerChecked) < OwnerCheckInterval {
+	k.ownerMu.Lock()
+	defer k.ownerMu.Unlock()
+	if k.ownerFresh.Load() {
 		return false
 	}
 	if err := k.owner.Assert(); err != nil {
-		k.ownerChecked = time.Time{}
 		k.log.Error("root ownership lost", "err", err)
+		k.commitNow()
 		return true
 	}
-	k.ownerChecked = time.Now()
+	k.ownerFresh.Store(true)
+	time.AfterFunc(OwnerCheckInterval, func() { k.ownerFresh.Store(false) })
 	return false
 }
 
-// beginOperation admits one operation: refused while draining (or once
-// root ownership is lost) and, unless it is a bootstrap operation, before
-// the host is ready. The decision and the count are one critical section,
-// so a drain either refuses the operation or waits for it.
 func (k *Kernel) beginOperation(_ context.Context, spec *protocol.OperationSpec) (OperationLease, *protocol.OpError) {
-	k.mu.Lock()
-	if k.inShutdown.Load() {
-		k.mu.Unlock()
+	if k.draining.Load() || k.ownerLost() {
 		return nil, errDraining
 	}
-	if k.ownerLostLocked() {
-		k.mu.Unlock()
-		k.commitNow()
-		return nil, errDraining
-	}
-	if spec.Availability != protocol.AvailabilityBootstrap && k.state != protocol.StateReady {
-		k.mu.Unlock()
+	if spec.Availability != protocol.AvailabilityBootstrap && k.State() != protocol.StateReady {
 		return nil, errNotReady
 	}
-	l := &opLease{k: k, command: spec.Mode == protocol.ModeCommand}
-	k.inFlight.ops++
-	if l.command {
-		k.inFlight.commands++
+	command := spec.Mode == protocol.ModeCommand
+	k.activeOps.Add(1)
+	if command {
+		k.activeCommands.Add(1)
 	}
-	k.cancelIdleLocked()
-	k.mu.Unlock()
+	// Re-check after counting: either this admission sees the drain, or the
+	// drain sees this command and waits for its seal (both are sequentially
+	// consistent atomics).
+	l := leasePool.Get().(*opLease)
+	l.k, l.command = k, command
+	if k.draining.Load() {
+		l.Finish()
+		return nil, errDraining
+	}
+	if k.idleArmed.Load() {
+		k.mu.Lock()
+		k.cancelIdleLocked()
+		k.mu.Unlock()
+	}
 	return l, nil
 }
 
-// opLease is the kernel's admission of one operation. A lease is made for
-// one operation and never reused, and its state is guarded by the kernel's
-// mu: a Seal or Finish after the lease is finished finds it finished and
-// does nothing, so it can never act on another operation.
 type opLease struct {
 	k        *Kernel
 	command  bool
-	sealed   bool // guarded by k.mu
-	finished bool // guarded by k.mu
+	sealed   atomic.Bool
+	finished atomic.Bool
 }
 
 func (l *opLease) AcquireResidency() Residency { return l.k.AcquireResidency() }
 
-// Seal marks the handler as returned: a command no longer blocks shutdown.
-// Only a command's seal changes anything.
 func (l *opLease) Seal() {
-	if !l.command {
+	if !l.sealed.CompareAndSwap(false, true) || !l.command {
 		return
 	}
-	l.k.updateInFlight(func(s *inFlight) { l.sealLocked(s) })
-}
-
-func (l *opLease) sealLocked(s *inFlight) {
-	if l.sealed {
-		return
-	}
-	l.sealed = true
-	if l.command {
-		s.commands--
+	if l.k.activeCommands.Add(-1) == 0 && l.k.draining.Load() {
+		l.k.maybeCommit()
 	}
 }
 
-// Finish marks the response as written or lost (sealing the lease if it
-// was not sealed yet).
 func (l *opLease) Finish() {
-	l.k.updateInFlight(func(s *inFlight) {
-		if l.finished {
-			return
-		}
-		l.sealLocked(s)
-		l.finished = true
-		s.ops--
-	})
-}
-
-// updateInFlight applies change to the in-flight state under mu, then does
-// what the new state calls for: it wakes whoever waits for a change (the
-// close sequence), re-evaluates idle exit, and commits a requested
-// shutdown once no command is unsealed. It is the only place the in-flight
-// state changes.
-func (k *Kernel) updateInFlight(change func(*inFlight)) {
-	k.mu.Lock()
-	change(&k.inFlight)
-	k.notifyLocked()
-	k.evaluateIdleLocked()
-	commit := k.inShutdown.Load() && !k.committed && k.inFlight.commands == 0
-	k.mu.Unlock()
-	if commit {
-		k.commitNow()
+	if !l.finished.CompareAndSwap(false, true) {
+		return
+	}
+	l.Seal()
+	k := l.k
+	// Finish is the lease's last use: the Conn finishes each lease
+	// exactly once, after sealing it, so it can be recycled.
+	l.k = nil
+	l.sealed.Store(false)
+	l.finished.Store(false)
+	leasePool.Put(l)
+	if k.activeOps.Add(-1) == 0 {
+		k.mu.Lock()
+		k.notifyLocked()
+		k.evaluateIdleLocked()
+		k.mu.Unlock()
 	}
 }
+
+var leasePool = sync.Pool{New: func() any { return new(opLease) }}
 
 // statusHandler serves host.status from the kernel's own counters.
-func (k *Kernel) statusHandler(context.Context, *Call) Outcome {
-	return OK(&statusResult{HostStatus: k.Status(), epochJSON: k.epochJSON})
+func (k *Kernel) statusHandler(_ context.Context, call *Call) Outcome {
+	call.status = statusResult{HostStatus: k.Status(), epochJSON: k.epochJSON}
+	return OK(&call.status)
 }
 
 // statusResult is host.status with the host epoch encoded once per kernel
-// (it never changes); it validates and encodes without rescanning it, and
-// is written straight into the response frame instead of being encoded,
-// parsed and decoded again by the output codec. This fast path is kept
-// because the committed round-trip benchmarks show it pays (internal/bench,
-// 2 vCPU Intel Xeon, shared and busy; against returning a plain
-// protocol.HostStatus, 3 interleaved runs, medians): sequential 154,000
-// against 128,000 req/s (+20 %); pipelined 4×32 645,000 against 650,000
-// (no difference). See docs/benchmarks.md.
+// (it never changes); it validates and encodes without rescanning it.
 type statusResult struct {
 	protocol.HostStatus
 	epochJSON []byte // the JSON string of HostStatus.HostEpoch, validated
@@ -835,56 +802,61 @@ func newEpochJSON(epoch string) []byte {
 
 // ---- residency ----
 
-// residency is one acquired residency; like a lease it is never reused,
-// and released is guarded by the kernel's mu.
 type residency struct {
-	k        *Kernel
-	released bool
+	k    *Kernel
+	once sync.Once
 }
 
 func (r *residency) Release() {
-	r.k.updateInFlight(func(s *inFlight) {
-		if !r.released {
-			r.released = true
-			s.residencies--
-		}
+	r.once.Do(func() {
+		r.k.mu.Lock()
+		r.k.residencies.Add(-1)
+		r.k.notifyLocked()
+		r.k.evaluateIdleLocked()
+		r.k.mu.Unlock()
 	})
 }
 
 // AcquireResidency keeps the host from idling out and makes shutdown wait
 // until the residency is released.
 func (k *Kernel) AcquireResidency() Residency {
-	r := &residency{k: k}
-	k.updateInFlight(func(s *inFlight) { s.residencies++ })
-	return r
+	k.mu.Lock()
+	k.residencies.Add(1)
+	k.cancelIdleLocked()
+	k.notifyLocked()
+	k.mu.Unlock()
+	return &residency{k: k}
 }
 
 // RetainUntilProcessExit pins one residency forever: shutdown can then only
 // end with ErrProcessTerminationRequired.
 func (k *Kernel) RetainUntilProcessExit() {
-	k.updateInFlight(func(s *inFlight) {
-		if !s.retained {
-			s.retained = true
-			s.residencies++
-		}
-	})
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.retained {
+		k.retained = true
+		k.residencies.Add(1)
+		k.cancelIdleLocked()
+		k.notifyLocked()
+	}
 }
 
 // ---- idle ----
 
 func (k *Kernel) trulyIdleLocked() bool {
-	return k.state == protocol.StateReady && len(k.activeConn) == 0 && k.inFlight.ops == 0 && k.inFlight.residencies == 0
+	return k.state == protocol.StateReady && len(k.accepted) == 0 && k.activeOps.Load() == 0 && k.residencies.Load() == 0
 }
 
 func (k *Kernel) cancelIdleLocked() {
 	if k.idleTimer != nil {
 		k.idleTimer.Stop()
 		k.idleTimer = nil
+		k.idleArmed.Store(false)
 	}
 }
 
 func (k *Kernel) evaluateIdleLocked() {
-	if k.opts.DisableIdleExit || k.inShutdown.Load() || !k.trulyIdleLocked() {
+	if k.opts.DisableIdleExit || k.shutdownRequested || !k.trulyIdleLocked() {
 		k.cancelIdleLocked()
 		return
 	}
@@ -894,9 +866,10 @@ func (k *Kernel) evaluateIdleLocked() {
 	var t *time.Timer
 	t = time.AfterFunc(k.opts.IdleGrace, func() {
 		k.mu.Lock()
-		fire := k.idleTimer == t && k.trulyIdleLocked() && !k.inShutdown.Load()
+		fire := k.idleTimer == t && k.trulyIdleLocked() && !k.shutdownRequested
 		if k.idleTimer == t {
 			k.idleTimer = nil
+			k.idleArmed.Store(false)
 		}
 		if fire {
 			// Decided under the lock that admits handshakes: a client
@@ -911,6 +884,7 @@ func (k *Kernel) evaluateIdleLocked() {
 		}
 	})
 	k.idleTimer = t
+	k.idleArmed.Store(true)
 }
 
 // ---- drain and shutdown ----
@@ -921,7 +895,7 @@ func (k *Kernel) evaluateIdleLocked() {
 func (k *Kernel) RequestDrain() {
 	k.mu.Lock()
 	k.requestDrainLocked()
-	c := k.comp
+	c := k.composition()
 	begin := c != nil && !k.compDrainBegun
 	if begin {
 		k.compDrainBegun = true
@@ -934,10 +908,11 @@ func (k *Kernel) RequestDrain() {
 }
 
 func (k *Kernel) requestDrainLocked() {
-	if k.inShutdown.Load() {
+	if k.shutdownRequested {
 		return
 	}
-	k.inShutdown.Store(true)
+	k.shutdownRequested = true
+	k.draining.Store(true)
 	k.cancelIdleLocked()
 	k.deadlineTimer = time.AfterFunc(k.opts.ShutdownGrace, k.deadlineExpired)
 	k.notifyLocked()
@@ -979,7 +954,7 @@ func (k *Kernel) isClosedLocked() bool {
 // maybeCommit commits the shutdown once requested and no command is unsealed.
 func (k *Kernel) maybeCommit() {
 	k.mu.Lock()
-	ok := k.inShutdown.Load() && !k.committed && k.inFlight.commands == 0
+	ok := k.shutdownRequested && !k.committed && k.activeCommands.Load() == 0
 	k.mu.Unlock()
 	if ok {
 		k.commitNow()
@@ -995,8 +970,8 @@ func (k *Kernel) commitNow() {
 	}
 	k.requestDrainLocked()
 	k.committed = true
-	k.state = protocol.StateDraining
-	c := k.comp
+	k.setStateLocked(protocol.StateDraining)
+	c := k.composition()
 	begin := c != nil && !k.compDrainBegun
 	if begin {
 		k.compDrainBegun = true
@@ -1038,8 +1013,8 @@ func (k *Kernel) closeSequence() {
 	}
 	// 3. snapshot sockets; wait (bounded) for operations and handshakes
 	k.mu.Lock()
-	accepted := make([]*Conn, 0, len(k.activeConn))
-	for c := range k.activeConn {
+	accepted := make([]*Conn, 0, len(k.accepted))
+	for c := range k.accepted {
 		accepted = append(accepted, c)
 	}
 	handshaking := make([]*transport.Conn, 0, len(k.handshaking))
@@ -1052,7 +1027,7 @@ func (k *Kernel) closeSequence() {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		opsDrained = k.waitFor(func() bool { return k.inFlight.ops == 0 }, time.After(ShutdownOperationGrace))
+		opsDrained = k.waitFor(func() bool { return k.activeOps.Load() == 0 }, time.After(ShutdownOperationGrace))
 	}()
 	go func() {
 		defer wg.Done()
@@ -1073,7 +1048,7 @@ func (k *Kernel) closeSequence() {
 		_ = t.Close()
 	}
 	// 5. operations reach zero
-	if !k.waitFor(func() bool { return k.inFlight.ops == 0 }, nil) {
+	if !k.waitFor(func() bool { return k.activeOps.Load() == 0 }, nil) {
 		return
 	}
 	// 6. composition startup settled
@@ -1088,12 +1063,12 @@ func (k *Kernel) closeSequence() {
 		return
 	}
 	// 8. residencies reach zero
-	if !k.waitFor(func() bool { return k.inFlight.residencies == 0 }, nil) {
+	if !k.waitFor(func() bool { return k.residencies.Load() == 0 }, nil) {
 		return
 	}
 	// 9. destroy every accepted socket
 	k.mu.Lock()
-	for s := range k.activeConn {
+	for s := range k.accepted {
 		accepted = append(accepted, s)
 	}
 	k.mu.Unlock()
@@ -1152,8 +1127,9 @@ func (k *Kernel) finishClose(err error) {
 func (k *Kernel) abortStartup() {
 	k.mu.Lock()
 	k.committed = true
-	k.inShutdown.Store(true)
-	k.state = protocol.StateDraining
+	k.shutdownRequested = true
+	k.draining.Store(true)
+	k.setStateLocked(protocol.StateDraining)
 	k.mu.Unlock()
 	if k.listener != nil {
 		_ = k.listener.Close()
