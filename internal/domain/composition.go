@@ -133,16 +133,6 @@ func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts O
 		c.scripted = model.NewScripted(opts.Script, nil)
 	}
 	var tl *turns.Coordinator // built below; the session service reads it lazily
-	c.msgs = messages.New(messages.Options{
-		HostEpoch: hostEpoch, Store: st, Gate: c.gate, Residency: h.Residency, RequestDrain: requestDrain, Log: log,
-		Refresh: func(ctx context.Context, sessionID string) error { return c.cont.Refresh(ctx, sessionID) },
-		ReadProjection: func(ctx context.Context, sessionID string) (continuity.Projection, bool, error) {
-			return c.sessions.ReadProjection(ctx, sessionID)
-		},
-	})
-	if err := c.msgs.BeginHostEpoch(ctx); err != nil {
-		return nil, errors.Join(fmt.Errorf("message receipts: %w", err), st.Close(ctx))
-	}
 	c.sessions = sessions.New(st, c.gate, sessions.Options{
 		HostEpoch:             hostEpoch,
 		SandboxStatus:         sandboxStatus,
@@ -151,7 +141,7 @@ func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts O
 		ActiveRoot:            func(id string) bool { return tl.ActiveRoot(id) },
 		RootTurn:              turns.TipSnapshot,
 		Interactions:          interactions.Pending,
-		Queue:                 c.msgs.Projection,
+		Queue:                 func(id string) protocol.SessionMessageQueueProjection { return tl.QueueProjection(id) },
 	})
 	c.cont = continuity.New(hostEpoch, c.sessions.ReadProjection, c.gate, log)
 	c.tasks = tasks.New(st, tasks.Options{Lane: c.gate, Logger: log})
@@ -164,14 +154,18 @@ func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts O
 	})
 	tl = turns.New(turns.Options{
 		Store: st, Gate: c.gate, Continuity: c.cont, Residency: h.Residency, RequestDrain: requestDrain,
-		Resolve: c.resolveModel, Interactions: c.inter, Messages: c.msgs, System: systemPrompt,
+		HostEpoch: hostEpoch, ReadProjection: c.sessions.ReadProjection,
+		Resolve: c.resolveModel, Interactions: c.inter, System: systemPrompt,
 		Protected:        protectedPaths(rootPath, h.Protected),
 		SandboxAvailable: func() bool { ok, _ := sandboxStatus(); return ok },
 		Tools:            tools.NewRegistry(append(tools.Builtins(), tools.NewAskUserQuestion())...),
 		MaxSteps:         opts.MaxSteps, Step: opts.Step, Log: log,
 	})
 	c.turns = tl
-	c.msgs.Bind(tl)
+	c.msgs = messages.New(messages.Options{HostEpoch: hostEpoch, Store: st, Gate: c.gate, Sessions: tl, RequestDrain: requestDrain, Log: log})
+	if err := c.msgs.BeginHostEpoch(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("message receipts: %w", err), c.Close(ctx))
+	}
 
 	c.handlers = host.Handlers{}
 	for _, hs := range []host.Handlers{cfg.Handlers(), c.sessions.Handlers(), c.tasks.Handlers(), c.cont.Handlers(), tl.Handlers(), c.inter.Handlers(), c.msgs.Handlers()} {
@@ -275,7 +269,6 @@ func (c *Composition) BeginDrain() { c.turns.BeginDrain() }
 // is closed after its queued writes.
 func (c *Composition) Close(ctx context.Context) error {
 	err := c.turns.Close(ctx)
-	err = errors.Join(err, c.msgs.Close(ctx))
 	c.cont.Close()
 	if c.forgetSecrets != nil {
 		c.forgetSecrets()

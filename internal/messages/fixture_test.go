@@ -215,28 +215,19 @@ func (f *fixture) open() {
 		f.t.Fatal(err)
 	}
 	f.st, f.gate, f.closed = st, lane.New(), false
-	var cont *continuity.Coordinator
 	var tc *turns.Coordinator
-	var svc *sessions.Service
-	f.msgs = messages.New(messages.Options{
-		HostEpoch: f.epoch, Store: st, Gate: f.gate, Residency: f.resid.acquire,
-		Refresh: func(ctx context.Context, id string) error { return cont.Refresh(ctx, id) },
-		ReadProjection: func(ctx context.Context, id string) (continuity.Projection, bool, error) {
-			return svc.ReadProjection(ctx, id)
-		},
-		RequestDrain: func() { f.drains.Add(1) },
-	})
-	svc = sessions.New(st, f.gate, sessions.Options{
+	svc := sessions.New(st, f.gate, sessions.Options{
 		HostEpoch:  f.epoch,
 		ActiveRoot: func(id string) bool { return tc.ActiveRoot(id) },
 		RootTurn:   turns.TipSnapshot,
-		Queue:      f.msgs.Projection,
+		Queue:      func(id string) protocol.SessionMessageQueueProjection { return tc.QueueProjection(id) },
 	})
 	f.svc = svc
-	cont = continuity.New(f.epoch, svc.ReadProjection, f.gate, nil)
+	cont := continuity.New(f.epoch, svc.ReadProjection, f.gate, nil)
 	f.cont = cont
 	tc = turns.New(turns.Options{
-		Store: st, Gate: f.gate, Continuity: cont, Residency: f.resid.acquire, Messages: f.msgs,
+		Store: st, Gate: f.gate, Continuity: cont, Residency: f.resid.acquire,
+		HostEpoch: f.epoch, ReadProjection: svc.ReadProjection,
 		RequestDrain: func() { f.drains.Add(1) },
 		Resolve: func(context.Context, protocol.ModelTarget) (turns.Resolved, error) {
 			return turns.Resolved{Provider: f.model, Model: "test-model", ConnectionSlug: "test"}, nil
@@ -245,7 +236,10 @@ func (f *fixture) open() {
 		Step:  model.StepOptions{MaxAttempts: 1},
 	})
 	f.turns = tc
-	f.msgs.Bind(tc)
+	f.msgs = messages.New(messages.Options{
+		HostEpoch: f.epoch, Store: st, Gate: f.gate, Sessions: tc,
+		RequestDrain: func() { f.drains.Add(1) },
+	})
 	if err := f.msgs.BeginHostEpoch(testCtx(f.t)); err != nil {
 		f.t.Fatal(err)
 	}
@@ -266,7 +260,6 @@ func (f *fixture) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), failAfter)
 	defer cancel()
 	err := f.turns.Close(ctx)
-	err = errors.Join(err, f.msgs.Close(ctx))
 	f.cont.Close()
 	if err := errors.Join(err, f.gate.Close(ctx), f.st.Close(ctx)); err != nil {
 		f.t.Errorf("close: %v", err)

@@ -46,10 +46,6 @@ func (c *Coordinator) handleInterrupt(ctx context.Context, call *host.Call) host
 }
 
 func (c *Coordinator) interrupt(ctx context.Context, in protocol.TurnInterruptInput, payload string) (host.Outcome, error) {
-	roots := c.rootPort()
-	if roots == nil {
-		return host.Outcome{}, errors.New("messages: interrupt before the root coordinator was bound")
-	}
 	r, found, err := c.readReceipt(ctx, opInterrupt, in.SessionID, in.InterruptID)
 	switch {
 	case err != nil:
@@ -64,7 +60,7 @@ func (c *Coordinator) interrupt(ctx context.Context, in protocol.TurnInterruptIn
 		out   *host.Outcome
 	)
 	err = c.opts.Gate.Run(ctx, in.SessionID, func(ctx context.Context, _ *lane.Lease) error {
-		o, cl, err := c.claimInLane(ctx, roots, in, payload)
+		o, cl, err := c.claimInLane(ctx, in, payload)
 		out, claim = o, cl
 		return err
 	})
@@ -96,7 +92,7 @@ func (c *Coordinator) interrupt(ctx context.Context, in protocol.TurnInterruptIn
 // claimInLane is the lane step of an interrupt: a receipt written
 // meanwhile, the session checks, then the claim of the active root's stop
 // (or the receipted mismatch).
-func (c *Coordinator) claimInLane(ctx context.Context, roots Roots, in protocol.TurnInterruptInput, payload string) (*host.Outcome, *turns.Interruption, error) {
+func (c *Coordinator) claimInLane(ctx context.Context, in protocol.TurnInterruptInput, payload string) (*host.Outcome, *turns.Interruption, error) {
 	if c.Failed() {
 		return ptr(authorityFailed()), nil, nil
 	}
@@ -123,7 +119,7 @@ func (c *Coordinator) claimInLane(ctx context.Context, roots Roots, in protocol.
 	case sum.IsArchived || sum.Status == protocol.SessionArchived:
 		return ptr(host.Fail(protocol.ErrSessionArchived, MessageSessionArchived)), nil, nil
 	}
-	claim, err := roots.ClaimInterrupt(ctx, in.SessionID, in.TurnID, in.RunID)
+	claim, err := c.opts.Sessions.ClaimInterrupt(ctx, in.SessionID, in.TurnID, in.RunID)
 	switch {
 	case err != nil:
 		c.failStop("interrupt stop could not be claimed", err)

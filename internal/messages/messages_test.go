@@ -103,7 +103,7 @@ func TestSteeringReachesTheNextStepAndIsRecorded(t *testing.T) {
 		r2 != (protocol.TurnMessageSubmitResult{Disposition: protocol.DispositionSteering, QueueRevision: 2}) {
 		t.Fatalf("steering submits answered %+v, %+v", r1, r2)
 	}
-	q := f.msgs.Projection("s1")
+	q := f.turns.QueueProjection("s1")
 	if q.QueueRevision != 2 || len(q.Steering) != 2 || q.Steering[0].MessageID != "m1" || q.Steering[0].State != protocol.MessageQueued || len(q.Followup) != 0 {
 		t.Fatalf("projection %+v", q)
 	}
@@ -138,7 +138,7 @@ func TestSteeringReachesTheNextStepAndIsRecorded(t *testing.T) {
 	if n := f.count(`SELECT COUNT(*) FROM turn_admissions WHERE session_id = 's1'`); n != 1 {
 		t.Fatalf("%d admissions, want 1", n)
 	}
-	if q := f.msgs.Projection("s1"); q.QueueRevision != 0 || len(q.Steering)+len(q.Followup) != 0 {
+	if q := f.turns.QueueProjection("s1"); q.QueueRevision != 0 || len(q.Steering)+len(q.Followup) != 0 {
 		t.Fatalf("idle projection %+v", q)
 	}
 	if n := f.resid.n.Load(); n != 0 {
@@ -266,7 +266,7 @@ func TestRetractTakesEveryQueuedEntryAndNoSuccessorIsBuilt(t *testing.T) {
 	if r, err := f.retract("s1", "r2"); err != nil || r.QueueRevision != 3 || len(r.Retracted) != 0 {
 		t.Fatalf("empty retract: %+v %v", r, err)
 	}
-	if q := f.msgs.Projection("s1"); q.QueueRevision != 3 || len(q.Steering)+len(q.Followup) != 0 {
+	if q := f.turns.QueueProjection("s1"); q.QueueRevision != 3 || len(q.Steering)+len(q.Followup) != 0 {
 		t.Fatalf("projection after retract %+v", q)
 	}
 	if n := f.resid.n.Load(); n != 1 {
@@ -336,7 +336,7 @@ func TestInterruptOfATurnThatIsNotTheActiveRootConflictsDurably(t *testing.T) {
 	in := protocol.TurnInterruptInput{OriginHostEpoch: f.epoch, SessionID: "s1", InterruptID: "i1", TurnID: "t1", RunID: done.RunID}
 	_, err := f.interrupt(in)
 	expectErr(t, "finished turn", err, protocol.ErrOperationConflict, messages.InterruptMismatch)
-	if q := f.msgs.Projection("s1"); q.QueueRevision != 0 {
+	if q := f.turns.QueueProjection("s1"); q.QueueRevision != 0 {
 		t.Fatalf("queue state kept: %+v", q)
 	}
 	// The conflict is receipted: retries answer the stored conflict, also
@@ -387,7 +387,7 @@ func TestStopFenceClosesAdmissionUntilTheTransition(t *testing.T) {
 	expectErr(t, "submit after the fence", err, protocol.ErrSessionBusy, messages.MessageAdmissionClosed)
 	_, err = f.submit(f.submitIn("s1", "c", text("too late"), current))
 	expectErr(t, "steering after the fence", err, protocol.ErrSessionBusy, messages.MessageAdmissionClosed)
-	if q := f.msgs.Projection("s1"); q.QueueRevision != 2 || len(q.Followup)+len(q.Steering) != 0 {
+	if q := f.turns.QueueProjection("s1"); q.QueueRevision != 2 || len(q.Followup)+len(q.Steering) != 0 {
 		t.Fatalf("projection after the fence %+v", q)
 	}
 	g.open()
@@ -421,7 +421,7 @@ func TestQueueCapacityAndRetractsThatNeverCount(t *testing.T) {
 	}
 	_, err := f.submit(f.submitIn("s1", "m64", text("one too many"), next))
 	expectErr(t, "65th entry", err, protocol.ErrSessionBusy, messages.MessageQueueFull)
-	if q := f.msgs.Projection("s1"); q.QueueRevision != 64 || len(q.Followup) != 64 {
+	if q := f.turns.QueueProjection("s1"); q.QueueRevision != 64 || len(q.Followup) != 64 {
 		t.Fatalf("a refusal changed the queue: revision %d, %d entries", q.QueueRevision, len(q.Followup))
 	}
 	if n := f.count(`SELECT COUNT(*) FROM message_receipts WHERE operation = 'submit'`); n != 64 {
@@ -479,11 +479,11 @@ func TestSizeChecksRefuseWithoutChangingTheQueue(t *testing.T) {
 			for i, c := range tc.entries[:last] {
 				f.mustSubmit(f.submitIn("s1", "m"+itoa(i), c, next))
 			}
-			before := f.msgs.Projection("s1")
+			before := f.turns.QueueProjection("s1")
 			resid := f.resid.n.Load()
 			_, err := f.submit(f.submitIn("s1", "last", tc.entries[last], next))
 			expectErr(t, "last entry", err, protocol.ErrSessionBusy, tc.refusal)
-			if after := f.msgs.Projection("s1"); !reflect.DeepEqual(after, before) {
+			if after := f.turns.QueueProjection("s1"); !reflect.DeepEqual(after, before) {
 				t.Fatalf("a refusal changed the queue: %d → %d", before.QueueRevision, after.QueueRevision)
 			}
 			if f.resid.n.Load() != resid || f.count(`SELECT COUNT(*) FROM message_receipts`) != last {
@@ -602,7 +602,7 @@ func TestReceiptWriteFailureFailsStop(t *testing.T) {
 		t.Fatal("the host was not asked to drain")
 	}
 	// The accepted entry stays.
-	if q := f.msgs.Projection("s1"); len(q.Followup) != 1 || q.Followup[0].MessageID != "a" {
+	if q := f.turns.QueueProjection("s1"); len(q.Followup) != 1 || q.Followup[0].MessageID != "a" {
 		t.Fatalf("projection %+v", q)
 	}
 	_, err = f.submit(f.submitIn("s1", "b", text("later"), next))
@@ -637,7 +637,7 @@ func TestDrainKeepsAcceptedEntriesAndStartsNoSuccessor(t *testing.T) {
 	expectErr(t, "submit while draining", err, protocol.ErrHostDraining, protocol.MessageHostDraining)
 	_, err = f.submit(f.submitIn("s2", "c", text("c"), next))
 	expectErr(t, "idle submit while draining", err, protocol.ErrHostDraining, protocol.MessageHostDraining)
-	if q := f.msgs.Projection("s1"); len(q.Followup) != 1 {
+	if q := f.turns.QueueProjection("s1"); len(q.Followup) != 1 {
 		t.Fatalf("accepted entry gone while draining: %+v", q)
 	}
 	g.open()
@@ -645,7 +645,7 @@ func TestDrainKeepsAcceptedEntriesAndStartsNoSuccessor(t *testing.T) {
 	if n := f.count(`SELECT COUNT(*) FROM turn_admissions`); n != 1 {
 		t.Fatalf("%d admissions: a successor started while draining", n)
 	}
-	if q := f.msgs.Projection("s1"); q.QueueRevision != 0 || len(q.Followup) != 0 {
+	if q := f.turns.QueueProjection("s1"); q.QueueRevision != 0 || len(q.Followup) != 0 {
 		t.Fatalf("projection after the terminal fence %+v", q)
 	}
 	if n := f.resid.n.Load(); n != 0 {
@@ -677,7 +677,7 @@ func TestSuccessorThatCannotStartKeepsOwnershipAndTheFollowup(t *testing.T) {
 	if !f.turns.ActiveRoot("s1") {
 		t.Fatal("the session lost its active root")
 	}
-	if q := f.msgs.Projection("s1"); len(q.Followup) != 1 || q.Followup[0].MessageID != "a" {
+	if q := f.turns.QueueProjection("s1"); len(q.Followup) != 1 || q.Followup[0].MessageID != "a" {
 		t.Fatalf("the follow-up is not kept: %+v", q)
 	}
 	if n := f.count(`SELECT COUNT(*) FROM turn_admissions`); n != 1 {
@@ -691,13 +691,13 @@ func TestSuccessorThatCannotStartKeepsOwnershipAndTheFollowup(t *testing.T) {
 	f.closed = true
 	ctx, cancel := context.WithTimeout(context.Background(), failAfter)
 	defer cancel()
-	turnsErr, msgsErr := f.turns.Close(ctx), f.msgs.Close(ctx)
+	closeErr := f.turns.Close(ctx)
 	f.cont.Close()
 	if err := errors.Join(f.gate.Close(ctx), f.st.Close(ctx)); err != nil {
 		t.Fatal(err)
 	}
-	if turnsErr == nil || msgsErr == nil {
-		t.Fatalf("close succeeded with an accepted follow-up left (turns: %v, messages: %v)", turnsErr, msgsErr)
+	if closeErr == nil {
+		t.Fatal("close succeeded with an accepted follow-up left")
 	}
 	if n := f.resid.n.Load(); n != 2 {
 		t.Fatalf("%d residencies held, want the stuck root's and its queue's", n)

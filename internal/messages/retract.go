@@ -78,7 +78,11 @@ func (c *Coordinator) retractInLane(ctx context.Context, in protocol.QueueRetrac
 	case sum.IsArchived || sum.Status == protocol.SessionArchived:
 		return host.Fail(protocol.ErrSessionArchived, MessageSessionArchived), nil
 	}
-	result, refused, err := c.retractQueued(in.SessionID)
+	retracted, refused, err := c.opts.Sessions.Retract(in.SessionID)
+	var result any
+	if err == nil && !refused {
+		result, err = finalize(protocol.OpQueueRetract, retracted)
+	}
 	switch {
 	case err != nil:
 		c.failStop("retract result unencodable", err)
@@ -87,35 +91,4 @@ func (c *Coordinator) retractInLane(ctx context.Context, in protocol.QueueRetrac
 		return host.Fail(protocol.ErrSessionBusy, RetractTooLarge), nil
 	}
 	return c.receiptOutcome(ctx, opRetract, in.SessionID, in.RetractID, payload, host.OK(result)), nil
-}
-
-// retractQueued retracts every queued message of sessionID (none while a
-// terminal transition owns them) unless the result would exceed the
-// protocol's bound (refused).
-func (c *Coordinator) retractQueued(sessionID string) (result any, refused bool, err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r := protocol.QueueRetractResult{Retracted: []protocol.RetractedMessageSnapshot{}}
-	st := c.sessions[sessionID]
-	if st != nil {
-		r.QueueRevision = st.revision
-	}
-	if st != nil && st.transition == nil && len(st.steering)+len(st.followups) > 0 {
-		preview := r
-		preview.QueueRevision++
-		for _, list := range [][]*entry{st.steering, st.followups} {
-			for _, e := range list {
-				preview.Retracted = append(preview.Retracted, e.snapshot(protocol.MessageRetracted))
-			}
-		}
-		if over, err := encodedOver(preview, protocol.MessageOperationResultMaxBytes); over || err != nil {
-			return nil, true, err
-		}
-		r.Retracted = c.retractQueuedLocked(st)
-		c.mutatedLocked(sessionID, st)
-		r.QueueRevision = st.revision
-		c.reclaimLocked(sessionID, st)
-	}
-	result, err = finalize(protocol.OpQueueRetract, r)
-	return result, false, err
 }

@@ -42,18 +42,13 @@ func (c *Coordinator) handleSubmit(ctx context.Context, call *host.Call) host.Ou
 }
 
 func (c *Coordinator) submit(ctx context.Context, in protocol.TurnMessageSubmitInput, payload string, sameEpoch bool) host.Outcome {
-	roots := c.rootPort()
-	if roots == nil {
-		c.log.Error("message submit before the root coordinator was bound")
-		return internalFailure()
-	}
 	if c.Failed() {
 		return authorityFailed()
 	}
 	var out host.Outcome
 	err := c.opts.Gate.Run(ctx, in.SessionID, func(ctx context.Context, _ *lane.Lease) error {
 		var err error
-		out, err = c.submitInLane(ctx, roots, in, payload, sameEpoch)
+		out, err = c.submitInLane(ctx, in, payload, sameEpoch)
 		return err
 	})
 	if err != nil {
@@ -62,7 +57,7 @@ func (c *Coordinator) submit(ctx context.Context, in protocol.TurnMessageSubmitI
 	return out
 }
 
-func (c *Coordinator) submitInLane(ctx context.Context, roots Roots, in protocol.TurnMessageSubmitInput, payload string, sameEpoch bool) (host.Outcome, error) {
+func (c *Coordinator) submitInLane(ctx context.Context, in protocol.TurnMessageSubmitInput, payload string, sameEpoch bool) (host.Outcome, error) {
 	if c.Failed() {
 		return authorityFailed(), nil
 	}
@@ -103,22 +98,41 @@ func (c *Coordinator) submitInLane(ctx context.Context, roots Roots, in protocol
 	if !sameEpoch {
 		return host.Fail(protocol.ErrOutcomeUnknown, MessageDispositionUnknown), nil
 	}
-	c.mu.Lock()
-	draining := c.draining
-	c.mu.Unlock()
 	switch {
-	case draining:
+	case c.opts.Sessions.Draining():
 		return host.Fail(protocol.ErrHostDraining, protocol.MessageHostDraining), nil
 	case missing:
 		return host.Fail(protocol.ErrNotFound, MessageSessionNotFound), nil
 	case sum.IsArchived || sum.Status == protocol.SessionArchived:
 		return host.Fail(protocol.ErrSessionArchived, MessageSessionArchived), nil
 	}
-	turnID, runID, active := roots.RootState(in.SessionID)
-	if !active {
-		return c.startTurn(ctx, roots, in)
+	got, err := c.opts.Sessions.Submit(ctx, turns.MessageStart{
+		SessionID: in.SessionID, MessageID: in.MessageID, Content: in.Content, Placement: in.Placement,
+	})
+	switch {
+	case errors.Is(err, turns.ErrSessionBusy):
+		return host.Fail(protocol.ErrSessionBusy, turns.MessageSessionBusy), nil
+	case errors.Is(err, turns.ErrDraining):
+		return host.Fail(protocol.ErrHostDraining, protocol.MessageHostDraining), nil
+	case turns.ErrFailed(err):
+		return authorityFailed(), nil
+	case err != nil:
+		return host.Outcome{}, err
+	case got.Refusal != "":
+		return host.Fail(protocol.ErrSessionBusy, got.Refusal), nil
+	case got.Disposition == protocol.DispositionTurnStarted:
+		// No receipt is written: the turn's admission proves it.
+		return host.OK(protocol.TurnMessageSubmitResult{Disposition: protocol.DispositionTurnStarted, TurnID: got.TurnID}), nil
 	}
-	return c.enqueue(ctx, in, payload, rootID{turnID, runID})
+	// The entry is visible (in the projection, to the run's next pull)
+	// before its receipt is durable.
+	result, err := finalize(protocol.OpTurnMessageSubmit, protocol.TurnMessageSubmitResult{Disposition: got.Disposition, QueueRevision: got.QueueRevision})
+	if err != nil {
+		c.failStop("submit result unencodable", err)
+		return internalFailure(), nil
+	}
+	failpoint.Hit(failpoint.MessageAccepted)
+	return c.receiptOutcome(ctx, opSubmit, in.SessionID, in.MessageID, payload, host.OK(result)), nil
 }
 
 // provenOutcome answers a message from its durable trace: the result of a
@@ -143,75 +157,4 @@ func provenOutcome(proof turns.MessageProof, in protocol.TurnMessageSubmitInput)
 		return host.Fail(protocol.ErrOutcomeUnknown, MessageDispositionUnknown), true
 	}
 	return host.Outcome{}, false
-}
-
-// startTurn starts a root turn from a message submitted to an idle
-// session. No receipt is written: the turn's admission proves it.
-func (c *Coordinator) startTurn(ctx context.Context, roots Roots, in protocol.TurnMessageSubmitInput) (host.Outcome, error) {
-	turnID, err := roots.StartFromMessage(ctx, turns.MessageStart{
-		SessionID: in.SessionID, MessageID: in.MessageID, Content: in.Content, Placement: in.Placement,
-	})
-	switch {
-	case errors.Is(err, turns.ErrSessionBusy):
-		return host.Fail(protocol.ErrSessionBusy, turns.MessageSessionBusy), nil
-	case errors.Is(err, turns.ErrDraining):
-		return host.Fail(protocol.ErrHostDraining, protocol.MessageHostDraining), nil
-	case err != nil:
-		return host.Outcome{}, err
-	}
-	return host.OK(protocol.TurnMessageSubmitResult{Disposition: protocol.DispositionTurnStarted, TurnID: turnID}), nil
-}
-
-// enqueue queues a message for the active root: steering for
-// current_turn, a follow-up for next_turn. The entry is visible (in the
-// projection, to the run's next pull) before its receipt is durable.
-func (c *Coordinator) enqueue(ctx context.Context, in protocol.TurnMessageSubmitInput, payload string, root rootID) (host.Outcome, error) {
-	c.mu.Lock()
-	st := c.sessions[in.SessionID]
-	if st == nil || st.reserved == nil || *st.reserved != root || !st.open {
-		c.mu.Unlock()
-		return host.Fail(protocol.ErrSessionBusy, MessageAdmissionClosed), nil
-	}
-	cut := c.cutLocked(st)
-	c.mu.Unlock()
-	e := &entry{id: c.opts.NewID(), messageID: in.MessageID, content: in.Content, placement: in.Placement}
-	refusal, err := c.admissionRefusal(ctx, in.SessionID, cut, e)
-	switch {
-	case err != nil:
-		return host.Outcome{}, err
-	case refusal != "":
-		return host.Fail(protocol.ErrSessionBusy, refusal), nil
-	}
-	disposition := protocol.DispositionFollowup
-	if in.Placement == protocol.PlacementCurrentTurn {
-		disposition = protocol.DispositionSteering
-	}
-	c.mu.Lock()
-	if c.failed {
-		c.mu.Unlock()
-		return authorityFailed(), nil
-	}
-	st = c.sessions[in.SessionID]
-	if !cut.same(st) {
-		c.mu.Unlock()
-		return host.Fail(protocol.ErrSessionBusy, MessageQueueChanged), nil
-	}
-	if c.opts.Residency != nil {
-		e.resid = c.opts.Residency()
-	}
-	if disposition == protocol.DispositionSteering {
-		st.steering = append(st.steering, e)
-	} else {
-		st.followups = append(st.followups, e)
-	}
-	c.mutatedLocked(in.SessionID, st)
-	revision := st.revision
-	c.mu.Unlock()
-	result, err := finalize(protocol.OpTurnMessageSubmit, protocol.TurnMessageSubmitResult{Disposition: disposition, QueueRevision: revision})
-	if err != nil {
-		c.failStop("submit result unencodable", err)
-		return internalFailure(), nil
-	}
-	failpoint.Hit(failpoint.MessageAccepted)
-	return c.receiptOutcome(ctx, opSubmit, in.SessionID, in.MessageID, payload, host.OK(result)), nil
 }

@@ -90,13 +90,16 @@ type Options struct {
 	// Interactions asks clients to approve tool calls and answer
 	// questions (nil: calls that need approval are denied).
 	Interactions InteractionPort
-	// Messages is the session message queue: steering for running turns,
-	// follow-ups that become the next turn, and the stop fence (nil: no
-	// queue).
-	Messages MessagePort
-	System   string
-	MaxSteps int
-	Step     model.StepOptions
+	// HostEpoch is this host process's epoch; the queue projection
+	// belongs to it.
+	HostEpoch string
+	// ReadProjection reads a session's canonical projection, to check
+	// that a queued message still fits the session snapshot (nil: not
+	// checked).
+	ReadProjection continuity.ProjectionReader
+	System         string
+	MaxSteps       int
+	Step           model.StepOptions
 	// DeltaFlush is how often streamed text is written to the record while
 	// a message streams (0 = 250 ms); the final text is always written.
 	DeltaFlush time.Duration
@@ -123,9 +126,13 @@ type Coordinator struct {
 	// histories keeps the sessions' replayed conversations.
 	histories historyCache
 
+	refreshes sync.WaitGroup // background queue refreshes (session.go)
+
 	mu       sync.Mutex
-	active   map[string]*activeRoot // by session
+	sessions map[string]*session // the live sessions (session.go)
 	draining bool
+	failed   bool // a root kept accepted messages it could not hand on
+	closed   bool
 }
 
 // activeRoot is the one execution a session may have.
@@ -141,10 +148,8 @@ type activeRoot struct {
 	stop     context.CancelCauseFunc
 	resid    host.Residency
 
-	// steering is the run's steering owner (nil without a queue).
-	steering RunSteering
-	// reserved is set once the message queue is reserved for this root.
-	reserved bool
+	// steering is the run's steering owner.
+	steering *steering
 	// stuck (guarded by Coordinator.mu) marks a root whose ownership
 	// could not end without losing accepted messages: it stays the
 	// session's active root and keeps its residency until the process
@@ -173,14 +178,11 @@ func New(opts Options) *Coordinator {
 	if opts.RequestDrain == nil {
 		opts.RequestDrain = func() {}
 	}
-	if opts.Messages == nil {
-		opts.Messages = noMessages{}
-	}
 	if opts.HistoryCacheBytes <= 0 {
 		opts.HistoryCacheBytes = DefaultHistoryCacheBytes
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Coordinator{opts: opts, log: opts.Log, baseCtx: ctx, cancel: cancel, active: make(map[string]*activeRoot)}
+	c := &Coordinator{opts: opts, log: opts.Log, baseCtx: ctx, cancel: cancel, sessions: make(map[string]*session)}
 	c.histories.max = opts.HistoryCacheBytes
 	return c
 }
@@ -198,9 +200,17 @@ func (c *Coordinator) now() int64 { return max(c.opts.Now().UnixMilli(), 0) }
 
 // ActiveRoot reports whether sessionID has an active root turn.
 func (c *Coordinator) ActiveRoot(sessionID string) bool {
+	return c.root(sessionID) != nil
+}
+
+// root returns the active root turn of sessionID (nil: none).
+func (c *Coordinator) root(sessionID string) *activeRoot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.active[sessionID] != nil
+	if s := c.sessions[sessionID]; s != nil {
+		return s.root
+	}
+	return nil
 }
 
 // readSnapshot reads the snapshot of one admitted turn.
@@ -255,7 +265,7 @@ func (c *Coordinator) handleStart(ctx context.Context, call *host.Call) host.Out
 			switch {
 			case err == nil:
 				failpoint.Hit(failpoint.TurnAdmitted)
-				ar, err = c.launch(ctx, a, &sum, false)
+				ar, err = c.launch(ctx, a, &sum, nil)
 				return err
 			case errors.Is(err, sessions.ErrSessionNotFound):
 				fail = ptr(host.Fail(protocol.ErrNotFound, MessageSessionNotFound))
@@ -383,9 +393,7 @@ func (c *Coordinator) prepare(ctx context.Context, a admission) (*activeRoot, *p
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	c.mu.Lock()
-	cur := c.active[a.SessionID]
-	c.mu.Unlock()
+	cur := c.root(a.SessionID)
 	switch {
 	case snap.Status.Terminal() && (cur == nil || cur.turnID != a.TurnID):
 		return nil, &snap, nil, nil
@@ -396,7 +404,7 @@ func (c *Coordinator) prepare(ctx context.Context, a admission) (*activeRoot, *p
 	case snap.Status != protocol.TurnAdmitted:
 		return nil, nil, nil, fmt.Errorf("turns: run %s of session %s is %s without an active execution", a.RunID, a.SessionID, snap.Status)
 	}
-	ar, err := c.launch(ctx, a, nil, false)
+	ar, err := c.launch(ctx, a, nil, nil)
 	return ar, nil, nil, err
 }
 
@@ -480,9 +488,7 @@ func (c *Coordinator) handleStop(ctx context.Context, call *host.Call) host.Outc
 			fail = ptr(host.Fail(protocol.ErrOperationConflict, MessageRunMismatch))
 			return nil
 		}
-		c.mu.Lock()
-		cur := c.active[in.SessionID]
-		c.mu.Unlock()
+		cur := c.root(in.SessionID)
 		switch {
 		case cur != nil && cur.turnID == in.TurnID && cur.runID == in.RunID:
 			ar = cur
@@ -530,7 +536,15 @@ func (c *Coordinator) handleStop(ctx context.Context, call *host.Call) host.Outc
 // its pending interactions are closed (turn_stopped), and the stop is
 // delivered to the running loop (once). It returns the fence's result.
 func (c *Coordinator) stopRoot(ctx context.Context, ar *activeRoot, source string) (protocol.QueueRetractResult, error) {
-	fence, err := c.opts.Messages.CommitStopFence(ar.sessionID, ar.turnID, ar.runID)
+	c.mu.Lock()
+	var fence protocol.QueueRetractResult
+	var err error
+	if s := c.sessions[ar.sessionID]; s != nil && s.root == ar {
+		fence, err = c.stopFenceLocked(s)
+	} else {
+		err = fmt.Errorf("turns: stop of turn %s of session %s, which is not its active root", ar.turnID, ar.sessionID)
+	}
+	c.mu.Unlock()
 	if err != nil {
 		return fence, err
 	}
@@ -552,7 +566,6 @@ func (c *Coordinator) isStuck(ar *activeRoot) bool {
 // BeginDrain refuses new executions and new queued messages; running
 // turns go on until Close.
 func (c *Coordinator) BeginDrain() {
-	c.opts.Messages.BeginDrain()
 	c.mu.Lock()
 	c.draining = true
 	c.mu.Unlock()
@@ -568,9 +581,13 @@ func (c *Coordinator) Close(ctx context.Context) error {
 	var stuck int
 	for {
 		c.mu.Lock()
-		roots := make([]*activeRoot, 0, len(c.active))
+		roots := make([]*activeRoot, 0, len(c.sessions))
 		stuck = 0
-		for _, ar := range c.active {
+		for _, s := range c.sessions {
+			ar := s.root
+			if ar == nil {
+				continue
+			}
 			if ar.stuck {
 				stuck++
 				continue
@@ -600,9 +617,18 @@ func (c *Coordinator) Close(ctx context.Context) error {
 			}
 		}
 	}
+	c.mu.Lock()
+	c.closed = true
+	var held []string
+	for id, s := range c.sessions {
+		if s.root == nil && (s.queue.live() > 0 || s.queue.batch != nil) {
+			held = append(held, id)
+		}
+	}
+	c.mu.Unlock()
 	c.cancel()
 	done := make(chan struct{})
-	go func() { c.wg.Wait(); close(done) }()
+	go func() { c.wg.Wait(); c.refreshes.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -614,6 +640,9 @@ func (c *Coordinator) Close(ctx context.Context) error {
 	if stuck > 0 {
 		return fmt.Errorf("turns: %d root turns keep accepted messages they could not hand on", stuck)
 	}
+	if len(held) > 0 {
+		return fmt.Errorf("turns: %d sessions still hold queue state at close: %v", len(held), held)
+	}
 	return nil
 }
 
@@ -622,7 +651,10 @@ func (c *Coordinator) Close(ctx context.Context) error {
 func (c *Coordinator) WaitIdle(ctx context.Context, sessionID string) error {
 	for {
 		c.mu.Lock()
-		ar := c.active[sessionID]
+		var ar *activeRoot
+		if s := c.sessions[sessionID]; s != nil {
+			ar = s.root
+		}
 		stuck := ar != nil && ar.stuck
 		c.mu.Unlock()
 		if ar == nil {

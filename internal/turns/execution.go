@@ -23,38 +23,38 @@ var errStartFailed = errors.New("turns: the run could not start")
 var ErrDraining = errors.New("turns: host is draining")
 
 // launch installs the active root of admission a and starts its execution:
-// the host residency, the message queue's reservation and run binding,
-// the continuity terminal-publication fence, then the execution goroutine.
-// The caller is inside the session's lane. begun is the session summary
-// when the run was already started in the admission's write (nil: the
-// execution starts it). A successor (the turn built from a terminal turn's
-// follow-ups) is launched even while draining, so that shutdown stops it
+// the session's queue opens for it with its steering owner, the host
+// residency and the continuity terminal-publication fence are taken, then
+// the execution goroutine starts. The caller is inside the session's
+// lane. begun is the session summary when the run was already started in
+// the admission's write (nil: the execution starts it). prev is the
+// terminal root a successor (the turn built from its follow-ups) replaces;
+// a successor is launched even while draining, so that shutdown stops it
 // like any other active root.
-func (c *Coordinator) launch(ctx context.Context, a admission, begun *protocol.SessionSummary, successor bool) (*activeRoot, error) {
+func (c *Coordinator) launch(ctx context.Context, a admission, begun *protocol.SessionSummary, prev *activeRoot) (*activeRoot, error) {
 	c.mu.Lock()
-	if c.draining && !successor {
+	if c.draining && prev == nil {
 		c.mu.Unlock()
 		return nil, ErrDraining
+	}
+	s := c.sessionLocked(a.SessionID)
+	if s.root != prev {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("turns: launch of turn %s in session %s, whose active root is another turn", a.TurnID, a.SessionID)
 	}
 	runCtx, stop := context.WithCancelCause(c.baseCtx)
 	ar := &activeRoot{
 		sessionID: a.SessionID, turnID: a.TurnID, runID: a.RunID,
 		started: make(chan struct{}), done: make(chan struct{}), stop: stop,
 	}
-	c.active[a.SessionID] = ar
+	s.root = ar
+	s.queue.open = true
+	ar.steering = &steering{c: c, s: s, root: ar, generation: s.queue.generation}
 	c.mu.Unlock()
 	if c.opts.Residency != nil {
 		ar.resid = c.opts.Residency()
 	}
-	err := c.opts.Messages.ReserveRoot(a.SessionID, a.TurnID, a.RunID)
-	if err == nil {
-		ar.reserved = true
-		ar.steering, err = c.opts.Messages.BindRun(a.SessionID, a.TurnID, a.RunID)
-	}
-	if err == nil {
-		err = c.opts.Continuity.InstallFence(ctx, a.SessionID, a.TurnID, a.RunID)
-	}
-	if err != nil {
+	if err := c.opts.Continuity.InstallFence(ctx, a.SessionID, a.TurnID, a.RunID); err != nil {
 		stop(nil)
 		return nil, errors.Join(err, c.endOwnership(ar))
 	}
@@ -72,36 +72,38 @@ func (ar *activeRoot) release() {
 	}
 }
 
-// releaseSteering ends the run's steering owner (idempotent).
-func (ar *activeRoot) releaseSteering() {
-	if ar.steering != nil {
-		ar.steering.Release()
-	}
-}
-
 // endOwnership ends an active root that will not reach a terminal
-// transition: its queue reservation is abandoned, its fence lifted, and it
-// is removed with its residency. When the reservation cannot be abandoned
-// without losing accepted messages the root stays, stuck, with its
-// residency, and the host drains.
+// transition: its steering owner is released, its fence lifted, and it is
+// removed with its residency. When that would lose accepted messages the
+// root stays, stuck, with its residency, and the host drains.
 func (c *Coordinator) endOwnership(ar *activeRoot) error {
-	ar.releaseSteering()
-	if ar.reserved {
-		if err := c.opts.Messages.AbandonReservation(ar.sessionID, ar.turnID, ar.runID); err != nil {
+	ar.steering.release()
+	c.mu.Lock()
+	s := c.sessions[ar.sessionID]
+	if s != nil && s.root == ar {
+		if n := s.queue.live(); n > 0 || s.queue.batch != nil {
+			c.mu.Unlock()
+			err := fmt.Errorf("turns: turn %s of session %s ended without a transition while %d accepted messages wait", ar.turnID, ar.sessionID, n)
 			c.markStuck(ar)
 			return err
 		}
+		s.root = nil
+		s.queue.open, s.queue.fence = false, nil
+		c.reclaimLocked(s)
 	}
+	c.mu.Unlock()
 	c.opts.Continuity.ReleaseFence(ar.sessionID, ar.turnID, ar.runID)
-	c.removeActive(ar)
 	ar.release()
 	return nil
 }
 
-// markStuck keeps ar as its session's active root for good.
+// markStuck keeps ar as its session's active root for good: the owner
+// fails stop (every later message operation is refused) and the host
+// drains.
 func (c *Coordinator) markStuck(ar *activeRoot) {
 	c.mu.Lock()
 	ar.stuck = true
+	c.failed = true
 	c.mu.Unlock()
 	c.log.Error("root turn keeps accepted messages it cannot hand on; draining", "session", ar.sessionID, "turn", ar.turnID)
 	c.opts.RequestDrain()
@@ -146,7 +148,7 @@ func (c *Coordinator) execute(ctx context.Context, ar *activeRoot, a admission, 
 		defer rec.interactions.Release()
 	}
 	out := c.runAgent(ctx, rec, a, sum, ar.steering)
-	ar.releaseSteering()
+	ar.steering.release()
 	if err := c.commitTerminal(rec, a, out); err != nil {
 		// The terminal fact is not durable: the next host's recovery ends
 		// the run failed / app_restarted.
@@ -213,7 +215,7 @@ func (c *Coordinator) changed(sessionID string) {
 }
 
 // runAgent resolves the model and the history and runs the agent loop.
-func (c *Coordinator) runAgent(ctx context.Context, rec *recorder, a admission, sum protocol.SessionSummary, steering RunSteering) agent.Outcome {
+func (c *Coordinator) runAgent(ctx context.Context, rec *recorder, a admission, sum protocol.SessionSummary, steering *steering) agent.Outcome {
 	resolved, err := c.opts.Resolve(ctx, sum.ModelTarget)
 	if out, stopped := agent.Stopped(ctx); stopped {
 		return out // stopped before the model was reached
@@ -260,9 +262,7 @@ func (c *Coordinator) runAgent(ctx context.Context, rec *recorder, a admission, 
 	if rec.interactions != nil {
 		turn.Approver = rec.interactions
 	}
-	if steering != nil {
-		turn.Steering = steering
-	}
+	turn.Steering = steering
 	out := agent.Run(ctx, turn, rec)
 	return out
 }
@@ -381,7 +381,7 @@ func (c *Coordinator) transition(ctx context.Context, ar *activeRoot, cause erro
 	if cause != nil {
 		return c.endOwnership(ar)
 	}
-	batch, err := c.opts.Messages.BeginTerminalTransition(ar.sessionID, ar.turnID, ar.runID)
+	batch, err := c.beginTransition(ar)
 	if err != nil {
 		return errors.Join(err, c.endOwnership(ar))
 	}
@@ -393,12 +393,7 @@ func (c *Coordinator) transition(ctx context.Context, ar *activeRoot, cause erro
 		c.opts.RequestDrain()
 	}
 	if batch.Empty() {
-		if err := c.opts.Messages.CompleteIdle(ar.sessionID, batch); err != nil {
-			c.markStuck(ar)
-			return err
-		}
-		c.removeActive(ar)
-		ar.release()
+		c.goIdle(ar)
 		return nil
 	}
 	committed, err := c.admitSuccessor(ctx, ar, batch)
@@ -413,6 +408,54 @@ func (c *Coordinator) transition(ctx context.Context, ar *activeRoot, cause erro
 		c.opts.RequestDrain()
 	}
 	return err
+}
+
+// goIdle ends the transition of ar without follow-ups: the session has no
+// active root and its queue goes idle (and is dropped).
+func (c *Coordinator) goIdle(ar *activeRoot) {
+	c.mu.Lock()
+	if s := c.sessions[ar.sessionID]; s != nil && s.root == ar {
+		s.queue.handOn()
+		s.root = nil
+		s.queue.open = false
+		c.mutatedLocked(s)
+		c.reclaimLocked(s)
+	}
+	c.mu.Unlock()
+	ar.release()
+}
+
+// beginTransition closes the queue of ar, whose run was released, folds
+// its unpulled steering ahead of its follow-ups and returns them as the
+// batch of the next turn (empty: the session goes idle). While draining
+// the stop fence is committed first, so no follow-up turn starts.
+func (c *Coordinator) beginTransition(ar *activeRoot) (FollowupBatch, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sessions[ar.sessionID]
+	switch {
+	case s == nil || s.root != ar:
+		return FollowupBatch{}, fmt.Errorf("turns: transition of turn %s of session %s, which is not its active root", ar.turnID, ar.sessionID)
+	case len(s.queue.inFlight) > 0:
+		return FollowupBatch{}, fmt.Errorf("turns: transition of turn %s of session %s with steering in flight", ar.turnID, ar.sessionID)
+	}
+	if c.draining {
+		if _, err := c.stopFenceLocked(s); err != nil {
+			return FollowupBatch{}, err
+		}
+	}
+	if s.queue.foldSteering() {
+		c.mutatedLocked(s)
+	}
+	var batch FollowupBatch
+	if len(s.queue.batch) > 0 {
+		batch.Sources = make([]SourceMessage, len(s.queue.batch))
+		for i, e := range s.queue.batch {
+			batch.Sources[i] = e.source()
+		}
+		batch.Content = AggregateContent(batch.Sources)
+	}
+	return batch, nil
 }
 
 // admitSuccessor durably admits (and begins, in the same write) the turn
@@ -443,19 +486,25 @@ func (c *Coordinator) admitSuccessor(ctx context.Context, prev *activeRoot, batc
 	if err != nil {
 		return false, fmt.Errorf("turns: admit the follow-up turn of %s: %w", prev.turnID, err)
 	}
-	if err := c.opts.Messages.CommitNextRoot(a.SessionID, batch, a.TurnID, a.RunID); err != nil {
-		return false, err
-	}
-	if _, err := c.launch(ctx, a, &sum, true); err != nil {
+	// The batch's messages are now the next turn's input; the queue opens
+	// for it in a new generation.
+	c.mu.Lock()
+	s := c.sessions[a.SessionID]
+	s.queue.handOn()
+	c.mutatedLocked(s)
+	c.mu.Unlock()
+	if _, err := c.launch(ctx, a, &sum, prev); err != nil {
 		return true, fmt.Errorf("turns: launch the follow-up turn %s: %w", a.TurnID, err)
 	}
 	return true, nil
 }
 
+// removeActive removes ar when it is still its session's active root.
 func (c *Coordinator) removeActive(ar *activeRoot) {
 	c.mu.Lock()
-	if c.active[ar.sessionID] == ar {
-		delete(c.active, ar.sessionID)
+	if s := c.sessions[ar.sessionID]; s != nil && s.root == ar {
+		s.root = nil
+		c.reclaimLocked(s)
 	}
 	c.mu.Unlock()
 }

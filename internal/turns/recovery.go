@@ -48,7 +48,7 @@ func (c *Coordinator) Recover(ctx context.Context) error {
 		var ar *activeRoot
 		err := c.opts.Gate.Run(ctx, a.SessionID, func(ctx context.Context, _ *lane.Lease) error {
 			var err error
-			ar, err = c.launch(ctx, a, nil, false)
+			ar, err = c.launch(ctx, a, nil, nil)
 			return err
 		})
 		if err != nil {

@@ -19,9 +19,7 @@ var ErrSessionBusy = errors.New("turns: session already has an active root turn"
 // RootState reports the active root turn of sessionID, if any. A root
 // stays active from its reservation until its terminal transition ended.
 func (c *Coordinator) RootState(sessionID string) (turnID, runID string, active bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ar := c.active[sessionID]
+	ar := c.root(sessionID)
 	if ar == nil {
 		return "", "", false
 	}
@@ -46,8 +44,9 @@ type MessageStart struct {
 // and store errors (the host then drains).
 func (c *Coordinator) StartFromMessage(ctx context.Context, in MessageStart) (string, error) {
 	c.mu.Lock()
-	busy, draining := c.active[in.SessionID] != nil, c.draining
+	draining := c.draining
 	c.mu.Unlock()
+	busy := c.root(in.SessionID) != nil
 	switch {
 	case busy:
 		return "", ErrSessionBusy
@@ -77,7 +76,7 @@ func (c *Coordinator) StartFromMessage(ctx context.Context, in MessageStart) (st
 		c.opts.RequestDrain() // the admission chain is uncertain
 		return "", err
 	}
-	if _, err := c.launch(ctx, a, &sum, false); err != nil {
+	if _, err := c.launch(ctx, a, &sum, nil); err != nil {
 		c.opts.RequestDrain()
 		return "", err
 	}
@@ -99,9 +98,7 @@ type Interruption struct {
 // when (turnID, runID) is not the session's active root. The caller is
 // inside the session's lane. An error drains the host.
 func (c *Coordinator) ClaimInterrupt(ctx context.Context, sessionID, turnID, runID string) (*Interruption, error) {
-	c.mu.Lock()
-	ar := c.active[sessionID]
-	c.mu.Unlock()
+	ar := c.root(sessionID)
 	if ar == nil || ar.turnID != turnID || ar.runID != runID || c.isStuck(ar) {
 		return nil, nil
 	}

@@ -35,10 +35,8 @@ type SourceMessage struct {
 }
 
 // FollowupBatch is the input of the turn after a terminal one: the queued
-// messages, in order, and their aggregated content. ID names the terminal
-// transition that snapshotted it.
+// messages, in order, and their aggregated content.
 type FollowupBatch struct {
-	ID      string
 	Sources []SourceMessage
 	Content protocol.MessageContent
 }

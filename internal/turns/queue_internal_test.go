@@ -1,4 +1,4 @@
-package messages
+package turns
 
 import (
 	"slices"
@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/maka-agent/maka/internal/agent"
+	"github.com/maka-agent/maka/internal/continuity"
 	"github.com/maka-agent/maka/internal/host"
+	"github.com/maka-agent/maka/internal/lane"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -21,30 +23,43 @@ func (r *countedResidency) Release() {
 	}
 }
 
-// queueHarness drives one session's queue through the lifecycle hooks,
-// white-box: entries are placed directly, as an accepted submit would.
+// queueHarness drives one session's queue through the owner's state
+// changes, white-box: the session has an active root that runs no loop,
+// and entries are placed directly, as an accepted submit would.
 type queueHarness struct {
 	t     *testing.T
 	c     *Coordinator
 	held  atomic.Int64
-	owner *runOwner
+	root  *activeRoot
+	owner *steering
 }
 
 func newQueueHarness(t *testing.T) *queueHarness {
 	h := &queueHarness{t: t}
-	h.c = New(Options{HostEpoch: "epoch", Residency: func() host.Residency {
-		h.held.Add(1)
-		return &countedResidency{n: &h.held}
-	}})
-	if err := h.c.ReserveRoot("s", "t", "r"); err != nil {
-		t.Fatal(err)
-	}
-	o, err := h.c.BindRun("s", "t", "r")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.owner = o.(*runOwner)
+	gate := lane.New()
+	t.Cleanup(func() { _ = gate.Close(t.Context()) })
+	h.c = New(Options{HostEpoch: "epoch", Gate: gate, Continuity: continuity.New("epoch", nil, gate, nil),
+		Residency: func() host.Residency {
+			h.held.Add(1)
+			return &countedResidency{n: &h.held}
+		}})
+	h.root = &activeRoot{sessionID: "s", turnID: "t", runID: "r", started: make(chan struct{}), done: make(chan struct{}),
+		stop: func(error) {}}
+	h.c.mu.Lock()
+	s := h.c.sessionLocked("s")
+	s.root = h.root
+	s.queue.open = true
+	h.owner = &steering{c: h.c, s: s, root: h.root, generation: s.queue.generation}
+	h.root.steering = h.owner
+	h.c.mu.Unlock()
 	return h
+}
+
+// fence commits the stop fence of the harness's root.
+func (h *queueHarness) fence() (protocol.QueueRetractResult, error) {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	return h.c.stopFenceLocked(h.c.sessions["s"])
 }
 
 // add queues an accepted message.
@@ -52,19 +67,19 @@ func (h *queueHarness) add(id string, placement protocol.MessagePlacement) {
 	c := h.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := c.sessions["s"]
+	s := c.sessions["s"]
 	e := &entry{id: "e-" + id, messageID: id, content: protocol.MessageContent{Text: id}, placement: placement, resid: c.opts.Residency()}
 	if placement == protocol.PlacementCurrentTurn {
-		st.steering = append(st.steering, e)
+		s.queue.steering = append(s.queue.steering, e)
 	} else {
-		st.followups = append(st.followups, e)
+		s.queue.followups = append(s.queue.followups, e)
 	}
-	c.mutatedLocked("s", st)
+	c.mutatedLocked(s)
 }
 
 // view lists the projection as id:state, steering then follow-ups.
 func (h *queueHarness) view() (int64, []string) {
-	p := h.c.Projection("s")
+	p := h.c.QueueProjection("s")
 	var out []string
 	for _, e := range slices.Concat(p.Steering, p.Followup) {
 		out = append(out, e.MessageID+":"+string(e.State))
@@ -107,11 +122,10 @@ func TestLeasesRetractAndNackOrder(t *testing.T) {
 	// In-flight first, then queued steering, then follow-ups.
 	h.expect(6, "a:in_flight", "b:in_flight", "c:in_flight", "d:queued", "f:queued")
 	// A retract takes the queued entries only.
-	r, refused, err := h.c.retractQueued("s")
+	got, refused, err := h.c.Retract("s")
 	if err != nil || refused {
 		t.Fatalf("retract: %v %v", refused, err)
 	}
-	got := r.(protocol.QueueRetractResult)
 	if got.QueueRevision != 7 || len(got.Retracted) != 2 || got.Retracted[0].MessageID != "d" || got.Retracted[1].MessageID != "f" {
 		t.Fatalf("retract answered %+v", got)
 	}
@@ -131,18 +145,15 @@ func TestLeasesRetractAndNackOrder(t *testing.T) {
 	// Leased, then fenced: a late nack discards instead of re-queuing.
 	leased = h.owner.Pull()
 	h.add("g", nxt)
-	fence, err := h.c.CommitStopFence("s", "t", "r")
+	fence, err := h.fence()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fence.QueueRevision != 13 || len(fence.Retracted) != 1 || fence.Retracted[0].MessageID != "g" {
 		t.Fatalf("fence answered %+v", fence)
 	}
-	if again, err := h.c.CommitStopFence("s", "t", "r"); err != nil || again.QueueRevision != fence.QueueRevision {
+	if again, err := h.fence(); err != nil || again.QueueRevision != fence.QueueRevision {
 		t.Fatalf("second fence answered %+v %v", again, err)
-	}
-	if _, err := h.c.CommitStopFence("s", "t", "other"); err == nil {
-		t.Fatal("a fence for another root was accepted")
 	}
 	if more := h.owner.Pull(); len(more) != 0 {
 		t.Fatalf("pull after the fence leased %+v", more)
@@ -152,26 +163,29 @@ func TestLeasesRetractAndNackOrder(t *testing.T) {
 	if h.held.Load() != 0 {
 		t.Fatalf("%d residencies held after the discard", h.held.Load())
 	}
-	h.owner.Release()
-	batch, err := h.c.BeginTerminalTransition("s", "t", "r")
+	h.owner.release()
+	batch, err := h.c.beginTransition(h.root)
 	if err != nil || !batch.Empty() {
 		t.Fatalf("transition: %+v %v", batch, err)
 	}
-	if err := h.c.CompleteIdle("s", batch); err != nil {
-		t.Fatal(err)
-	}
+	h.c.goIdle(h.root)
 	h.expect(0)
-	if len(h.c.sessions) != 0 {
+	h.c.mu.Lock()
+	n := len(h.c.sessions)
+	h.c.mu.Unlock()
+	if n != 0 {
 		t.Fatal("idle queue state was not reclaimed")
+	}
+	if err := h.c.Close(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }
 
-func TestAbandoningAReservationWithAcceptedMessagesFailsStop(t *testing.T) {
+func TestEndingARootWithAcceptedMessagesFailsStop(t *testing.T) {
 	h := newQueueHarness(t)
 	h.add("f", protocol.PlacementNextTurn)
-	h.owner.Release()
-	if err := h.c.AbandonReservation("s", "t", "r"); err == nil {
-		t.Fatal("abandon dropped an accepted message")
+	if err := h.c.endOwnership(h.root); err == nil {
+		t.Fatal("ending the root dropped an accepted message")
 	}
 	if !h.c.Failed() {
 		t.Fatal("the authority did not fail stop")
