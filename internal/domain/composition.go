@@ -155,7 +155,10 @@ func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts O
 	tl = turns.New(turns.Options{
 		Store: st, Gate: c.gate, Continuity: c.cont, Residency: h.Residency, RequestDrain: requestDrain,
 		HostEpoch: hostEpoch, ReadProjection: c.sessions.ReadProjection,
-		Resolve: c.resolveModel, Interactions: c.inter, System: systemPrompt,
+		Resolve: c.resolveModel, System: systemPrompt,
+		BindInteractions: func(sessionID, turnID, runID string) turns.RunInteractions {
+			return c.inter.BindRun(sessionID, turnID, runID)
+		},
 		Protected:        protectedPaths(rootPath, h.Protected),
 		SandboxAvailable: func() bool { ok, _ := sandboxStatus(); return ok },
 		Tools:            tools.NewRegistry(append(tools.Builtins(), tools.NewAskUserQuestion())...),

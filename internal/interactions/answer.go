@@ -128,12 +128,19 @@ func (c *Coordinator) answerInLane(ctx context.Context, sessionID string, in pro
 			}
 		}
 	}
+	// The run that asked, while its call waits in this process.
+	var rs *runState
+	c.mu.Lock()
+	if w := c.waiters[rec.ID]; w != nil {
+		rs = w.rs
+	}
+	c.mu.Unlock()
 	if err := c.commit(ctx, sessionID, items); err != nil {
 		return host.Outcome{}, err
 	}
-	if remember {
+	if remember && rs != nil {
 		c.mu.Lock()
-		if rs := c.runs[rec.RunID]; rs != nil && rs.closure == "" && rs.remembered != nil {
+		if rs.closure == "" {
 			rs.remembered[rec.ScopeKey] = outcome
 		}
 		c.mu.Unlock()

@@ -81,38 +81,25 @@ func (c *Coordinator) wake(items []resolution) {
 	}
 }
 
-// CloseRun durably closes every pending interaction of runID with reason
+// Close durably closes every pending interaction of the run with reason
 // (the first reason claimed for the run wins) and wakes their waiting
 // calls with a ClosureError; later requests of the run are refused. The
-// caller is inside sessionID's lane. A run closed before it binds stays
-// closed when it binds; the claim of a run that never bound is dropped at
-// its terminal closure.
-func (c *Coordinator) CloseRun(ctx context.Context, sessionID, runID, reason string) error {
+// caller is inside the run's session lane.
+func (o *Run) Close(ctx context.Context, reason string) error {
+	c, rs := o.c, o.rs
+	sessionID, runID := rs.sessionID, rs.runID
 	c.mu.Lock()
 	if c.poisoned != nil {
 		err := c.poisoned
 		c.mu.Unlock()
 		return err
 	}
-	rs := c.runs[runID]
-	if rs == nil {
-		rs = &runState{sessionID: sessionID, runID: runID}
-		c.runs[runID] = rs
-	}
-	callerReason := reason
 	if rs.closure == "" {
 		rs.closure = reason
 	}
 	reason = rs.closure
 	asked := rs.asked
-	mismatch := rs.sessionID != sessionID
-	if !mismatch && !rs.bound && (reason == protocol.InteractionClosureTurnTerminal || callerReason == protocol.InteractionClosureTurnTerminal) {
-		delete(c.runs, runID) // a run that never bound is done at its terminal close
-	}
 	c.mu.Unlock()
-	if mismatch {
-		return c.poison(fmt.Errorf("interactions: run %s of session %s closed in session %s", runID, rs.sessionID, sessionID))
-	}
 	if !asked {
 		return nil
 	}
@@ -145,12 +132,7 @@ func (c *Coordinator) CloseRun(ctx context.Context, sessionID, runID, reason str
 // binds (before turn recovery starts runs).
 func (c *Coordinator) Recover(ctx context.Context) error {
 	c.mu.Lock()
-	bound := 0
-	for _, rs := range c.runs {
-		if rs.bound {
-			bound++
-		}
-	}
+	bound := c.bound
 	c.mu.Unlock()
 	if bound > 0 {
 		return c.poison(fmt.Errorf("interactions: %d runs bound before recovery", bound))

@@ -1,12 +1,12 @@
 // Package interactions is the host's interaction authority: the durable
 // approvals and questions a running turn asks a person (domain.md §4).
 //
-// A run's owner (BindRun) admits its requests inside the session's lane:
+// A run's owner (BindRun, held by the session owner in internal/turns) admits its requests inside the session's lane:
 // each is written durably as pending — and the run and session marked
 // waiting_for_user in the same write — before subscribers are shown it,
 // and the runtime call then waits, outside the lane, for its outcome. The
 // first durable outcome wins: a wire answer (interaction.answer), a
-// closure when the turn stops or ends (CloseRun), a permission timeout, or
+// closure when the turn stops or ends (Run.Close), a permission timeout, or
 // host_restarted for whatever a previous host left pending (Recover).
 //
 // Where things happen:
@@ -90,8 +90,8 @@ type Coordinator struct {
 	log  *slog.Logger
 
 	mu       sync.Mutex
-	runs     map[string]*runState // by run id: bound runs and closure claims
-	waiters  map[string]*waiter   // by interaction id: runtime calls waiting
+	bound    int                // runs bound and not yet released
+	waiters  map[string]*waiter // by interaction id: runtime calls waiting
 	poisoned error
 
 	// beforeTimeout, when set, runs when a permission wait timed out,
@@ -99,10 +99,9 @@ type Coordinator struct {
 	beforeTimeout func()
 }
 
-// runState is what the coordinator knows of one run.
+// runState is what the coordinator knows of one bound run (Run).
 type runState struct {
 	sessionID, turnID, runID string
-	bound                    bool
 	// closure is the first closure reason claimed for the run ("" while
 	// open); later requests of the run are refused.
 	closure string
@@ -118,6 +117,7 @@ type runState struct {
 // waiter is a runtime call waiting for the outcome of one interaction.
 type waiter struct {
 	id, runID string
+	rs        *runState
 	done      chan struct{} // closed once outcome or err is set
 	outcome   protocol.InteractionCanonicalOutcome
 	err       error
@@ -139,7 +139,7 @@ func New(opts Options) *Coordinator {
 	}
 	return &Coordinator{
 		opts: opts, log: opts.Log,
-		runs: make(map[string]*runState), waiters: make(map[string]*waiter),
+		waiters: make(map[string]*waiter),
 	}
 }
 

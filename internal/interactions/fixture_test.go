@@ -32,7 +32,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var _ turns.InteractionPort = (*Coordinator)(nil)
+var _ turns.RunInteractions = (*Run)(nil)
 
 // failAfter bounds every wait so that a broken coordinator fails the test
 // instead of hanging it; it never orders events.
@@ -123,7 +123,10 @@ func (f *fixture) open() {
 	})
 	if f.provider != nil {
 		tc = turns.New(turns.Options{
-			Store: st, Gate: f.gate, Continuity: f.cont, Interactions: f.c,
+			Store: st, Gate: f.gate, Continuity: f.cont,
+			BindInteractions: func(sessionID, turnID, runID string) turns.RunInteractions {
+				return f.c.BindRun(sessionID, turnID, runID)
+			},
 			Resolve: func(context.Context, protocol.ModelTarget) (turns.Resolved, error) {
 				return turns.Resolved{Provider: f.provider, Model: "test-model", ConnectionSlug: "test"}, nil
 			},
@@ -344,11 +347,11 @@ func (f *fixture) count(query string, args ...any) int {
 	return n
 }
 
-// closeRun calls CloseRun inside the session's lane, as turns does.
-func (f *fixture) closeRun(sessionID, runID, reason string) error {
+// closeRun closes o inside its session's lane, as the session owner does.
+func (f *fixture) closeRun(o *Run, reason string) error {
 	f.t.Helper()
-	return f.gate.Run(testCtx(f.t), sessionID, func(ctx context.Context, _ *lane.Lease) error {
-		return f.c.CloseRun(ctx, sessionID, runID, reason)
+	return f.gate.Run(testCtx(f.t), o.rs.sessionID, func(ctx context.Context, _ *lane.Lease) error {
+		return o.Close(ctx, reason)
 	})
 }
 
@@ -409,7 +412,7 @@ type permResult struct {
 
 // request starts RequestPermission on its own goroutine; the result
 // arrives on the returned channel. The goroutine ends with the call.
-func request(ctx context.Context, o turns.RunInteractions, req agent.PermissionRequest) <-chan permResult {
+func request(ctx context.Context, o *Run, req agent.PermissionRequest) <-chan permResult {
 	ch := make(chan permResult, 1)
 	go func() {
 		ans, err := o.RequestPermission(ctx, req)

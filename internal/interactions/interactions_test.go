@@ -69,7 +69,7 @@ func TestPermissionIsDurableAndPublishedThenAnswered(t *testing.T) {
 	recv(t, res3)
 	f.wantStatuses("s1", "r1", "running")
 
-	if err := f.closeRun("s1", "r1", "turn_terminal"); err != nil {
+	if err := f.closeRun(o, "turn_terminal"); err != nil {
 		t.Fatal(err)
 	}
 	o.Release()
@@ -129,7 +129,7 @@ func TestAnswerAndQueryRefusals(t *testing.T) {
 	f.waitPending("s1", "i-0001")
 	qs := make(chan error, 1)
 	go func() {
-		_, err := o.(tools.QuestionAsker).AskQuestions(ctx, "tu-2", []tools.Question{
+		_, err := o.AskQuestions(ctx, "tu-2", []tools.Question{
 			{Question: "Which?", Options: []tools.QuestionOption{{Label: "a"}, {Label: "b"}}},
 			{Question: "Why?", Options: []tools.QuestionOption{{Label: "c"}, {Label: "d", Description: "because"}}},
 		})
@@ -238,7 +238,7 @@ func TestRememberedAllowResolvesSiblingsAndSettlesLaterRequests(t *testing.T) {
 	f.wantStatuses("s1", "r1", "waiting_for_user")
 
 	// The run's closure settles what is left.
-	if err := f.closeRun("s1", "r1", "turn_stopped"); err != nil {
+	if err := f.closeRun(o, "turn_stopped"); err != nil {
 		t.Fatal(err)
 	}
 	for name, ch := range map[string]<-chan permResult{"other": other, "not rememberable": notRememberable} {
@@ -272,7 +272,7 @@ func TestSeventeenthPendingIsRefused(t *testing.T) {
 	if n := f.count(`SELECT COUNT(*) FROM interactions`); n != 16 {
 		t.Fatalf("%d interactions stored, want 16", n)
 	}
-	if err := f.closeRun("s1", "r1", "turn_stopped"); err != nil {
+	if err := f.closeRun(o, "turn_stopped"); err != nil {
 		t.Fatal(err)
 	}
 	for _, ch := range chans {
@@ -327,12 +327,12 @@ func TestCloseRunClosesPendingAndRefusesLaterRequests(t *testing.T) {
 	f.waitPending("s1", "i-0001")
 	qs := make(chan error, 1)
 	go func() {
-		_, err := o.(tools.QuestionAsker).AskQuestions(ctx, "tu-2", []tools.Question{{Question: "Go on?", Options: []tools.QuestionOption{{Label: "yes"}, {Label: "no"}}}})
+		_, err := o.AskQuestions(ctx, "tu-2", []tools.Question{{Question: "Go on?", Options: []tools.QuestionOption{{Label: "yes"}, {Label: "no"}}}})
 		qs <- err
 	}()
 	f.waitPending("s1", "i-0001", "i-0002")
 
-	if err := f.closeRun("s1", "r1", "turn_stopped"); err != nil {
+	if err := f.closeRun(o, "turn_stopped"); err != nil {
 		t.Fatal(err)
 	}
 	var ce *ClosureError
@@ -362,7 +362,7 @@ func TestCloseRunClosesPendingAndRefusesLaterRequests(t *testing.T) {
 	}
 	// The terminal closure is a no-op: the first reason wins.
 	f.terminate("r1")
-	if err := f.closeRun("s1", "r1", "turn_terminal"); err != nil {
+	if err := f.closeRun(o, "turn_terminal"); err != nil {
 		t.Fatal(err)
 	}
 	if s := wantOK[protocol.InteractionSnapshot](t, f.query("s1", "i-0001")); s.Outcome.Reason != protocol.InteractionClosureTurnStopped {
@@ -386,7 +386,7 @@ func TestTerminalClosureLeavesTheTerminalStatus(t *testing.T) {
 		t.Fatalf("RequestPermission = %v", r.err)
 	}
 	f.terminate("r1")
-	if err := f.closeRun("s1", "r1", "turn_terminal"); err != nil {
+	if err := f.closeRun(o, "turn_terminal"); err != nil {
 		t.Fatal(err)
 	}
 	o.Release()
@@ -402,13 +402,13 @@ func TestTerminalClosureLeavesTheTerminalStatus(t *testing.T) {
 	}
 }
 
-func TestCloseBeforeBindRefusesTheRun(t *testing.T) {
+func TestCloseBeforeAnyRequestRefusesTheRun(t *testing.T) {
 	f := newFixture(t)
 	f.session("s1", "t1", "r1")
-	if err := f.closeRun("s1", "r1", "turn_stopped"); err != nil {
+	o := f.c.BindRun("s1", "t1", "r1")
+	if err := f.closeRun(o, "turn_stopped"); err != nil {
 		t.Fatal(err)
 	}
-	o := f.c.BindRun("s1", "t1", "r1")
 	var ce *ClosureError
 	if _, err := o.RequestPermission(testCtx(t), bash("tu-1", "ls")); !errors.As(err, &ce) || ce.Reason != protocol.InteractionClosureTurnStopped {
 		t.Fatalf("RequestPermission error = %v", err)
@@ -471,7 +471,7 @@ func TestRestartClosesPendingAndKeepsAnswers(t *testing.T) {
 func TestQuestionsAreAnsweredAndNeverTimeOut(t *testing.T) {
 	f := newFixtureTimeout(t, time.Nanosecond)
 	f.session("s1", "t1", "r1")
-	o := f.c.BindRun("s1", "t1", "r1").(tools.QuestionAsker)
+	var o tools.QuestionAsker = f.c.BindRun("s1", "t1", "r1")
 	type result struct {
 		answers []*string
 		err     error
@@ -513,7 +513,7 @@ func TestInvalidRequestsWriteNothing(t *testing.T) {
 			t.Errorf("%s: error = %v, want invalid request", name, err)
 		}
 	}
-	if _, err := o.(tools.QuestionAsker).AskQuestions(ctx, "tu", []tools.Question{{Question: "one option?", Options: []tools.QuestionOption{{Label: "a"}}}}); !errors.Is(err, ErrInvalidRequest) {
+	if _, err := o.AskQuestions(ctx, "tu", []tools.Question{{Question: "one option?", Options: []tools.QuestionOption{{Label: "a"}}}}); !errors.Is(err, ErrInvalidRequest) {
 		t.Errorf("question with one option: error = %v", err)
 	}
 	if n := f.count(`SELECT COUNT(*) FROM interactions`); n != 0 {
@@ -529,7 +529,7 @@ func TestPoisonFailsEverythingAfterwards(t *testing.T) {
 	ctx := testCtx(t)
 	perm := request(ctx, o, bash("tu-1", "ls"))
 	f.waitPending("s1", "i-0001")
-	f.c.BindRun("s1", "t1", "r1") // a run bound twice breaks an invariant
+	f.c.BindRun("s1", "t2", "r2").Release() // a run released without a closure breaks an invariant
 	if r := recv(t, perm); !errors.Is(r.err, ErrPoisoned) {
 		t.Fatalf("waiting RequestPermission = %v, want poisoned", r.err)
 	}
@@ -538,7 +538,7 @@ func TestPoisonFailsEverythingAfterwards(t *testing.T) {
 	}
 	wantErr(t, f.answer("i-0001", allow(false)), protocol.ErrInternalFailure, protocol.MessageOperationFailed)
 	wantErr(t, f.query("s1", "i-0001"), protocol.ErrInternalFailure, protocol.MessageOperationFailed)
-	if err := f.closeRun("s1", "r1", "turn_stopped"); !errors.Is(err, ErrPoisoned) {
+	if err := f.closeRun(o, "turn_stopped"); !errors.Is(err, ErrPoisoned) {
 		t.Fatalf("CloseRun = %v", err)
 	}
 	if f.poisons.Load() != 1 {

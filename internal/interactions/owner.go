@@ -12,52 +12,36 @@ import (
 	"github.com/maka-agent/maka/internal/lane"
 	"github.com/maka-agent/maka/internal/store"
 	"github.com/maka-agent/maka/internal/tools"
-	"github.com/maka-agent/maka/internal/turns"
 	"github.com/maka-agent/maka/protocol"
 )
 
-// runOwner is the interaction owner of one bound run: the agent's approver
-// and the question tool's asker.
-type runOwner struct {
+// Run is the interaction owner of one run: the agent's approver, the
+// question tool's asker, and the run's closure. The session owner
+// (internal/turns) binds it when the run's root turn is launched and holds
+// it until the run's terminal transition.
+type Run struct {
 	c           *Coordinator
 	rs          *runState
 	releaseOnce sync.Once
 }
 
-var (
-	_ turns.RunInteractions = (*runOwner)(nil)
-	_ tools.QuestionAsker   = (*runOwner)(nil)
-)
+var _ tools.QuestionAsker = (*Run)(nil)
 
-// BindRun returns the interaction owner of a run that starts. A run closed
-// before it binds (stopped while starting) refuses every request. Binding
-// a run twice poisons the coordinator.
-func (c *Coordinator) BindRun(sessionID, turnID, runID string) turns.RunInteractions {
+// BindRun returns the interaction owner of a run that starts.
+func (c *Coordinator) BindRun(sessionID, turnID, runID string) *Run {
+	rs := &runState{sessionID: sessionID, turnID: turnID, runID: runID,
+		remembered: make(map[string]protocol.InteractionCanonicalOutcome)}
 	c.mu.Lock()
-	rs := c.runs[runID]
-	twice := rs != nil && rs.bound
-	if rs == nil || twice {
-		rs = &runState{sessionID: sessionID, runID: runID}
-		if !twice {
-			c.runs[runID] = rs
-		}
-	}
-	rs.turnID, rs.bound = turnID, true
-	if rs.remembered == nil {
-		rs.remembered = make(map[string]protocol.InteractionCanonicalOutcome)
-	}
+	c.bound++
 	c.mu.Unlock()
-	if twice {
-		c.poison(fmt.Errorf("interactions: run %s of session %s was bound twice", runID, sessionID))
-	}
-	return &runOwner{c: c, rs: rs}
+	return &Run{c: c, rs: rs}
 }
 
 // RequestPermission asks a person whether a tool call may run and waits
 // for the answer, the run's closure, the permission timeout or ctx's end.
 // An allow remembered for the turn with the same scope settles the request
 // at once, without showing it.
-func (o *runOwner) RequestPermission(ctx context.Context, req agent.PermissionRequest) (agent.PermissionAnswer, error) {
+func (o *Run) RequestPermission(ctx context.Context, req agent.PermissionRequest) (agent.PermissionAnswer, error) {
 	if err := o.c.Err(); err != nil {
 		return agent.PermissionAnswer{}, err
 	}
@@ -83,7 +67,7 @@ func (o *runOwner) RequestPermission(ctx context.Context, req agent.PermissionRe
 // AskQuestions asks a person the questions and waits for the answers (one
 // per question, nil when unanswered), the run's closure or ctx's end.
 // Questions never time out.
-func (o *runOwner) AskQuestions(ctx context.Context, toolUseID string, questions []tools.Question) ([]*string, error) {
+func (o *Run) AskQuestions(ctx context.Context, toolUseID string, questions []tools.Question) ([]*string, error) {
 	if err := o.c.Err(); err != nil {
 		return nil, err
 	}
@@ -102,9 +86,9 @@ func (o *runOwner) AskQuestions(ctx context.Context, toolUseID string, questions
 }
 
 // Release ends the owner after the run's terminal fact. The run must have
-// been closed (CloseRun) with no call still waiting; otherwise the
-// coordinator is poisoned.
-func (o *runOwner) Release() {
+// been closed (Close) with no call still waiting; otherwise the
+// coordinator is poisoned. Releasing again is a no-op.
+func (o *Run) Release() {
 	o.releaseOnce.Do(func() {
 		c, rs := o.c, o.rs
 		c.mu.Lock()
@@ -112,9 +96,7 @@ func (o *runOwner) Release() {
 		if closure == "" {
 			rs.closure = protocol.InteractionClosureTurnTerminal
 		}
-		if c.runs[rs.runID] == rs {
-			delete(c.runs, rs.runID)
-		}
+		c.bound--
 		var live []*waiter
 		for id, w := range c.waiters {
 			if w.runID == rs.runID {
@@ -234,7 +216,7 @@ func (c *Coordinator) admit(ctx context.Context, rs *runState, wire protocol.Int
 	if err != nil {
 		return nil, nil, c.writeFailed("establish a request", err)
 	}
-	w := &waiter{id: rec.ID, runID: rs.runID, done: make(chan struct{})}
+	w := &waiter{id: rec.ID, runID: rs.runID, rs: rs, done: make(chan struct{})}
 	c.mu.Lock()
 	if c.poisoned != nil {
 		err = c.poisoned

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/maka-agent/maka/internal/runs"
 	"github.com/maka-agent/maka/internal/sessions"
 	"github.com/maka-agent/maka/internal/store"
-	"github.com/maka-agent/maka/internal/turns"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -222,7 +222,7 @@ func resolveRecord(tx *store.Tx, id string, out protocol.InteractionCanonicalOut
 
 // markWaiting sets an open run, and its session, waiting_for_user.
 func markWaiting(tx *store.Tx, sessionID, runID string, now int64) error {
-	changed, err := turns.MarkWaiting(tx, runID, now)
+	changed, err := runs.MarkWaiting(tx, runID, now)
 	if err != nil || !changed {
 		return err
 	}
@@ -240,7 +240,7 @@ func markRunningIfSettled(tx *store.Tx, sessionID, runID string, now int64) erro
 	if pending > 0 {
 		return nil
 	}
-	changed, err := turns.MarkRunning(tx, runID, now)
+	changed, err := runs.MarkRunning(tx, runID, now)
 	if err != nil || !changed {
 		return err
 	}

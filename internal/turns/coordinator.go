@@ -87,9 +87,12 @@ type Options struct {
 	// SandboxAvailable reports whether Bash calls can run sandboxed on
 	// this machine (nil: they cannot).
 	SandboxAvailable func() bool
-	// Interactions asks clients to approve tool calls and answer
-	// questions (nil: calls that need approval are denied).
-	Interactions InteractionPort
+	// BindInteractions returns the interaction owner of a run whose root
+	// turn is launched (interactions.Coordinator.BindRun): it asks clients
+	// to approve tool calls and answer questions, and the session owner
+	// holds it until the run's terminal transition (nil: calls that need
+	// approval are denied).
+	BindInteractions func(sessionID, turnID, runID string) RunInteractions
 	// HostEpoch is this host process's epoch; the queue projection
 	// belongs to it.
 	HostEpoch string
@@ -150,6 +153,9 @@ type activeRoot struct {
 
 	// steering is the run's steering owner.
 	steering *steering
+	// inter is the run's interaction owner (nil without an interaction
+	// authority).
+	inter RunInteractions
 	// stuck (guarded by Coordinator.mu) marks a root whose ownership
 	// could not end without losing accepted messages: it stays the
 	// session's active root and keeps its residency until the process
@@ -548,8 +554,8 @@ func (c *Coordinator) stopRoot(ctx context.Context, ar *activeRoot, source strin
 	if err != nil {
 		return fence, err
 	}
-	if c.opts.Interactions != nil {
-		if err := c.opts.Interactions.CloseRun(ctx, ar.sessionID, ar.runID, ClosureTurnStopped); err != nil {
+	if ar.inter != nil {
+		if err := ar.inter.Close(ctx, ClosureTurnStopped); err != nil {
 			return fence, err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/maka-agent/maka/internal/agent"
 	"github.com/maka-agent/maka/internal/lane"
+	"github.com/maka-agent/maka/internal/runs"
 	"github.com/maka-agent/maka/internal/sandbox"
 	"github.com/maka-agent/maka/internal/sessions"
 	"github.com/maka-agent/maka/internal/store"
@@ -51,6 +52,9 @@ func (c *Coordinator) launch(ctx context.Context, a admission, begun *protocol.S
 	s.queue.open = true
 	ar.steering = &steering{c: c, s: s, root: ar, generation: s.queue.generation}
 	c.mu.Unlock()
+	if c.opts.BindInteractions != nil {
+		ar.inter = c.opts.BindInteractions(a.SessionID, a.TurnID, a.RunID)
+	}
 	if c.opts.Residency != nil {
 		ar.resid = c.opts.Residency()
 	}
@@ -66,7 +70,12 @@ func (c *Coordinator) launch(ctx context.Context, a admission, begun *protocol.S
 	return ar, nil
 }
 
+// release ends what the root holds once its ownership ended: its run's
+// interaction owner and its host residency.
 func (ar *activeRoot) release() {
+	if ar.inter != nil {
+		ar.inter.Release()
+	}
 	if ar.resid != nil {
 		ar.resid.Release()
 	}
@@ -93,6 +102,11 @@ func (c *Coordinator) endOwnership(ar *activeRoot) error {
 	}
 	c.mu.Unlock()
 	c.opts.Continuity.ReleaseFence(ar.sessionID, ar.turnID, ar.runID)
+	if ar.inter != nil {
+		if err := ar.inter.Close(context.Background(), ClosureTurnTerminal); err != nil {
+			c.log.Error("interactions of an ended turn could not be closed", "session", ar.sessionID, "turn", ar.turnID, "err", err)
+		}
+	}
 	ar.release()
 	return nil
 }
@@ -143,10 +157,7 @@ func (c *Coordinator) execute(ctx context.Context, ar *activeRoot, a admission, 
 	}
 	close(ar.started)
 
-	if c.opts.Interactions != nil {
-		rec.interactions = c.opts.Interactions.BindRun(a.SessionID, a.TurnID, a.RunID)
-		defer rec.interactions.Release()
-	}
+	rec.interactions = ar.inter
 	out := c.runAgent(ctx, rec, a, sum, ar.steering)
 	ar.steering.release()
 	if err := c.commitTerminal(rec, a, out); err != nil {
@@ -197,7 +208,7 @@ func beginRun(tx *store.Tx, a admission) error {
 	if err != nil {
 		return err
 	}
-	if err := beginRunRow(tx, a.RunID, a.SessionID, a.TurnID, a.AdmittedAt); err != nil {
+	if err := runs.Begin(tx, a.RunID, a.SessionID, a.TurnID, a.AdmittedAt); err != nil {
 		return err
 	}
 	if _, err := sessions.AppendRunEventsTx(tx, a.SessionID, a.RunID, []sessions.RunEvent{user}); err != nil {
@@ -328,7 +339,7 @@ func terminate(tx *store.Tx, a admission, batch []sessions.RunEvent, eventID str
 		return err
 	}
 	ev := batch[len(batch)-1]
-	err := terminateRunRow(tx, a.RunID, runTerminal{Status: out.Status, EventID: eventID, StopReason: out.StopReason,
+	err := runs.Terminate(tx, a.RunID, runs.Terminal{Status: out.Status, EventID: eventID, StopReason: out.StopReason,
 		FailureClass: out.FailureClass, AbortSource: out.AbortSource, Message: out.Message,
 		Model: modelID, ConnectionSlug: connection, At: ev.TS})
 	if err != nil {
@@ -373,8 +384,8 @@ func (c *Coordinator) finishTransition(ar *activeRoot, cause error) {
 // in this turn's place, so that subscribers always see the predecessor's
 // terminal snapshot before the successor.
 func (c *Coordinator) transition(ctx context.Context, ar *activeRoot, cause error) error {
-	if c.opts.Interactions != nil {
-		if err := c.opts.Interactions.CloseRun(ctx, ar.sessionID, ar.runID, ClosureTurnTerminal); err != nil {
+	if ar.inter != nil {
+		if err := ar.inter.Close(ctx, ClosureTurnTerminal); err != nil {
 			return errors.Join(err, c.endOwnership(ar))
 		}
 	}

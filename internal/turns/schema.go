@@ -3,6 +3,7 @@ package turns
 import (
 	"database/sql"
 
+	"github.com/maka-agent/maka/internal/runs"
 	"github.com/maka-agent/maka/internal/store"
 )
 
@@ -12,9 +13,7 @@ import (
 // turn_admissions holds one row per admitted root turn; chain_seq numbers a
 // session's admissions 1, 2, … in admission order (the last one is the tip)
 // and previous_turn_id links each to its predecessor. runs holds one row
-// per run once it started; status is running or waiting_for_user until the
-// terminal fact, which sets status, terminal_event_id and the outcome
-// columns in the same transaction as the terminal run event.
+// per run once it started (internal/runs owns it).
 var Migration = store.Migration{Version: 4, Up: migrate}
 
 func migrate(tx *sql.Tx) error {
@@ -33,28 +32,10 @@ func migrate(tx *sql.Tx) error {
 			PRIMARY KEY (session_id, turn_id),
 			UNIQUE (session_id, chain_seq)
 		)`,
-		`CREATE TABLE runs (
-			run_id            TEXT PRIMARY KEY,
-			session_id        TEXT NOT NULL,
-			turn_id           TEXT NOT NULL,
-			status            TEXT NOT NULL,
-			created_at        INTEGER NOT NULL,
-			updated_at        INTEGER NOT NULL,
-			completed_at      INTEGER NULL,
-			terminal_event_id TEXT NULL,
-			stop_reason       TEXT NULL,
-			failure_class     TEXT NULL,
-			abort_source      TEXT NULL,
-			failure_message   TEXT NULL,
-			connection_slug   TEXT NULL,
-			model             TEXT NULL
-		)`,
-		// Recovery finds the runs a crash left open.
-		`CREATE INDEX runs_open ON runs (status) WHERE terminal_event_id IS NULL`,
 	} {
 		if _, err := tx.Exec(q); err != nil {
 			return err
 		}
 	}
-	return nil
+	return runs.CreateSchema(tx)
 }
