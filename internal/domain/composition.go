@@ -53,6 +53,15 @@ type Options struct {
 	MaxSteps int
 	// Step overrides the retry and watchdog options of model steps.
 	Step model.StepOptions
+	// Resolve, when set, resolves every turn's model instead of Provider,
+	// Script and the connection catalog (tests that check what the record
+	// says of the model).
+	Resolve turns.Resolver
+	// Tools are registered after the built-in tools (tests).
+	Tools []tools.Tool
+	// Interactions overrides the interaction authority's clock, ids and
+	// permission timeout (tests); its other fields are the domain's own.
+	Interactions interactions.Options
 }
 
 // Composition is the running domain of one host epoch.
@@ -64,8 +73,7 @@ type Composition struct {
 	config   *config.Coordinator
 	sessions *sessions.Service
 	tasks    *tasks.Ledger
-	turns    *turns.Coordinator
-	inter    *interactions.Coordinator
+	turns    *turns.Coordinator // the session owner; it owns cont
 	msgs     *messages.Coordinator
 	secrets  *config.SecretFile
 	// forgetSecrets stops tool results being redacted for this vault.
@@ -104,6 +112,9 @@ type Host struct {
 
 // Open opens the domain of rootPath for the host epoch h.Epoch.
 func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts Options) (*Composition, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	hostEpoch, requestDrain := h.Epoch, h.RequestDrain
 	if requestDrain == nil {
 		requestDrain = func() {}
@@ -132,46 +143,36 @@ func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts O
 	case opts.Script != nil:
 		c.scripted = model.NewScripted(opts.Script, nil)
 	}
-	var tl *turns.Coordinator // built below; the session service reads it lazily
+	resolve := c.resolveModel
+	if opts.Resolve != nil {
+		resolve = opts.Resolve
+	}
+	// The session owner first: it builds its parts (session continuity
+	// and the interaction authority); the session catalog and the message
+	// operations then use it.
+	c.turns = turns.New(turns.Options{
+		Store: st, Gate: c.gate, Residency: h.Residency, RequestDrain: requestDrain, HostEpoch: hostEpoch,
+		Resolve: resolve, System: systemPrompt,
+		Protected:        protectedPaths(rootPath, h.Protected),
+		SandboxAvailable: func() bool { ok, _ := sandboxStatus(); return ok },
+		Tools:            tools.NewRegistry(append(append(tools.Builtins(), tools.NewAskUserQuestion()), opts.Tools...)...),
+		MaxSteps:         opts.MaxSteps, Step: opts.Step, Log: log, Interactions: opts.Interactions,
+	})
+	c.cont = c.turns.Continuity()
 	c.sessions = sessions.New(st, c.gate, sessions.Options{
-		HostEpoch:             hostEpoch,
 		SandboxStatus:         sandboxStatus,
 		DefaultPermissionMode: c.defaultPermissionMode,
 		OnChange:              c.refresh,
-		ActiveRoot:            func(id string) bool { return tl.ActiveRoot(id) },
-		RootTurn:              turns.TipSnapshot,
-		Interactions:          interactions.Pending,
-		Queue:                 func(id string) protocol.SessionMessageQueueProjection { return tl.QueueProjection(id) },
+		ActiveRoot:            c.turns.ActiveRoot,
 	})
-	c.cont = continuity.New(hostEpoch, c.sessions.ReadProjection, c.gate, log)
 	c.tasks = tasks.New(st, tasks.Options{Lane: c.gate, Logger: log})
-	c.inter = interactions.New(interactions.Options{
-		Store: st, Gate: c.gate, Continuity: c.cont, Log: log, ReadProjection: c.sessions.ReadProjection,
-		OnPoison: func(err error) {
-			log.Error("interaction authority poisoned; draining", "err", err)
-			requestDrain()
-		},
-	})
-	tl = turns.New(turns.Options{
-		Store: st, Gate: c.gate, Continuity: c.cont, Residency: h.Residency, RequestDrain: requestDrain,
-		HostEpoch: hostEpoch, ReadProjection: c.sessions.ReadProjection,
-		Resolve: c.resolveModel, System: systemPrompt,
-		BindInteractions: func(sessionID, turnID, runID string) turns.RunInteractions {
-			return c.inter.BindRun(sessionID, turnID, runID)
-		},
-		Protected:        protectedPaths(rootPath, h.Protected),
-		SandboxAvailable: func() bool { ok, _ := sandboxStatus(); return ok },
-		Tools:            tools.NewRegistry(append(tools.Builtins(), tools.NewAskUserQuestion())...),
-		MaxSteps:         opts.MaxSteps, Step: opts.Step, Log: log,
-	})
-	c.turns = tl
-	c.msgs = messages.New(messages.Options{HostEpoch: hostEpoch, Store: st, Gate: c.gate, Sessions: tl, RequestDrain: requestDrain, Log: log})
+	c.msgs = messages.New(messages.Options{HostEpoch: hostEpoch, Store: st, Gate: c.gate, Sessions: c.turns, RequestDrain: requestDrain, Log: log})
 	if err := c.msgs.BeginHostEpoch(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("message receipts: %w", err), c.Close(ctx))
 	}
 
 	c.handlers = host.Handlers{}
-	for _, hs := range []host.Handlers{cfg.Handlers(), c.sessions.Handlers(), c.tasks.Handlers(), c.cont.Handlers(), tl.Handlers(), c.inter.Handlers(), c.msgs.Handlers()} {
+	for _, hs := range []host.Handlers{cfg.Handlers(), c.sessions.Handlers(), c.tasks.Handlers(), c.turns.Handlers(), c.msgs.Handlers()} {
 		for op, h := range hs {
 			if _, dup := c.handlers[op]; dup {
 				return nil, errors.Join(fmt.Errorf("domain: two handlers for %s", op), c.Close(ctx))
@@ -258,9 +259,6 @@ func (c *Composition) Store() *store.Store { return c.st }
 // closed (host_restarted), runs a crash left open end failed
 // (app_restarted), and an admitted turn that never started is started.
 func (c *Composition) Recover(ctx context.Context) error {
-	if err := c.inter.Recover(ctx); err != nil {
-		return err
-	}
 	return c.turns.Recover(ctx)
 }
 
@@ -272,12 +270,14 @@ func (c *Composition) BeginDrain() { c.turns.BeginDrain() }
 // is closed after its queued writes.
 func (c *Composition) Close(ctx context.Context) error {
 	err := c.turns.Close(ctx)
-	c.cont.Close()
 	if c.forgetSecrets != nil {
 		c.forgetSecrets()
 	}
 	return errors.Join(err, c.gate.Close(ctx), c.st.Close(ctx))
 }
 
-// Turns returns the root-turn coordinator.
+// Turns returns the session owner.
 func (c *Composition) Turns() *turns.Coordinator { return c.turns }
+
+// Gate returns the session lanes.
+func (c *Composition) Gate() *lane.Gate { return c.gate }

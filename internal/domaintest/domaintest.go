@@ -13,6 +13,7 @@ import (
 	"github.com/maka-agent/maka/client"
 	"github.com/maka-agent/maka/internal/domain"
 	"github.com/maka-agent/maka/internal/host"
+	"github.com/maka-agent/maka/internal/hosttest"
 	"github.com/maka-agent/maka/internal/storageroot"
 	"github.com/maka-agent/maka/protocol"
 )
@@ -119,4 +120,44 @@ func removeControlDirectory(rootID string) {
 	if ns, err := storageroot.ControlNamespace(); err == nil {
 		os.RemoveAll(filepath.Join(ns, rootID))
 	}
+}
+
+// Domain is a composition opened without a kernel, for tests that call its
+// handlers directly: the one builder of the domain's wiring that package
+// fixtures share.
+type Domain struct {
+	*domain.Composition
+	// Dir is the storage directory (the database and the credentials).
+	Dir string
+}
+
+// Open opens the composition on dir for host h and recovers it, as the
+// kernel does before it serves. The caller closes it with Close.
+func Open(tb testing.TB, dir string, h domain.Host, opts domain.Options) *Domain {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	c, err := domain.Open(ctx, dir, h, nil, opts)
+	if err != nil {
+		tb.Fatalf("open the domain: %v", err)
+	}
+	if err := c.Recover(ctx); err != nil {
+		tb.Errorf("recover: %v", err)
+	}
+	return &Domain{Composition: c, Dir: dir}
+}
+
+// Call runs op as the kernel would on a connection of conn: the input goes
+// through the operation's input codec, and a success must pass the output
+// codec and the declared error codes.
+func (d *Domain) Call(ctx context.Context, tb testing.TB, op protocol.Operation, in any, conn *host.ConnInfo) host.Outcome {
+	tb.Helper()
+	return hosttest.Call(ctx, tb, d.Handlers(), op, in, conn)
+}
+
+// Close closes the composition within closeTimeout.
+func (d *Domain) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	return d.Composition.Close(ctx)
 }

@@ -1,12 +1,10 @@
-package interactions
+package interactions_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,22 +15,20 @@ import (
 
 	"github.com/maka-agent/maka/internal/agent"
 	"github.com/maka-agent/maka/internal/bashcategory"
-	"github.com/maka-agent/maka/internal/continuity"
+	"github.com/maka-agent/maka/internal/domain"
+	"github.com/maka-agent/maka/internal/domaintest"
 	"github.com/maka-agent/maka/internal/host"
-	"github.com/maka-agent/maka/internal/hosttest"
+	"github.com/maka-agent/maka/internal/interactions"
 	"github.com/maka-agent/maka/internal/lane"
 	"github.com/maka-agent/maka/internal/model"
+	"github.com/maka-agent/maka/internal/runs"
 	"github.com/maka-agent/maka/internal/sessions"
 	"github.com/maka-agent/maka/internal/store"
-	"github.com/maka-agent/maka/internal/tasks"
-	"github.com/maka-agent/maka/internal/tools"
 	"github.com/maka-agent/maka/internal/turns"
 	"github.com/maka-agent/maka/protocol"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-var _ turns.RunInteractions = (*Run)(nil)
 
 // failAfter bounds every wait so that a broken coordinator fails the test
 // instead of hanging it; it never orders events.
@@ -47,26 +43,22 @@ func testCtx(tb testing.TB) context.Context {
 	return ctx
 }
 
-var migrations = []store.Migration{sessions.Migration, tasks.Migration, turns.Migration, Migration}
-
 // fixture is a real store, lane, session service and continuity with the
-// coordinator's Pending in the session projection, plus one subscriber
+// coordinator's interactions.Pending in the session projection, plus one subscriber
 // per session that records every projection frame.
 type fixture struct {
 	t       *testing.T
-	path    string
+	dir     string
+	dom     *domaintest.Domain
 	st      *store.Store
 	gate    *lane.Gate
-	cont    *continuity.Coordinator
-	svc     *sessions.Service
-	c       *Coordinator
+	c       *interactions.Coordinator
 	clock   atomic.Int64 // ms; every Now() call advances it
 	ids     atomic.Int64
 	poisons atomic.Int64
 	timeout time.Duration
 	closed  bool
-	// provider, when set before open, makes the fixture run turns with
-	// the interactions wired in.
+	// provider, when set before open, answers the fixture's turns.
 	provider model.Provider
 	turns    *turns.Coordinator
 
@@ -86,7 +78,7 @@ func newFixtureTimeout(t *testing.T, timeout time.Duration) *fixture {
 
 func newFixtureWith(t *testing.T, timeout time.Duration, provider model.Provider) *fixture {
 	t.Helper()
-	f := &fixture{t: t, path: filepath.Join(t.TempDir(), "maka.db"), timeout: timeout, changed: make(chan struct{}, 1), provider: provider}
+	f := &fixture{t: t, dir: t.TempDir(), timeout: timeout, changed: make(chan struct{}, 1), provider: provider}
 	f.clock.Store(1_700_000_000_000)
 	f.open()
 	t.Cleanup(func() {
@@ -102,80 +94,53 @@ func newFixtureWith(t *testing.T, timeout time.Duration, provider model.Provider
 
 func (f *fixture) open() {
 	f.t.Helper()
-	st, err := store.Open(testCtx(f.t), f.path, store.Options{Migrations: migrations})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.st, f.gate, f.closed = st, lane.New(), false
 	f.frames = map[string][]protocol.SessionContinuitySnapshot{}
-	var tc *turns.Coordinator
-	f.svc = sessions.New(st, f.gate, sessions.Options{
-		HostEpoch: testEpoch, Interactions: Pending, RootTurn: turns.TipSnapshot,
-		ActiveRoot: func(id string) bool { return tc != nil && tc.ActiveRoot(id) },
-	})
-	f.cont = continuity.New(testEpoch, f.svc.ReadProjection, f.gate, nil)
-	f.c = New(Options{
-		Store: st, Gate: f.gate, Continuity: f.cont,
-		Now:               func() time.Time { return time.UnixMilli(f.clock.Add(1)) },
-		NewID:             func() string { return fmt.Sprintf("i-%04d", f.ids.Add(1)) },
-		PermissionTimeout: f.timeout,
-		OnPoison:          func(error) { f.poisons.Add(1) },
-	})
-	if f.provider != nil {
-		tc = turns.New(turns.Options{
-			Store: st, Gate: f.gate, Continuity: f.cont,
-			BindInteractions: func(sessionID, turnID, runID string) turns.RunInteractions {
-				return f.c.BindRun(sessionID, turnID, runID)
-			},
-			Resolve: func(context.Context, protocol.ModelTarget) (turns.Resolved, error) {
-				return turns.Resolved{Provider: f.provider, Model: "test-model", ConnectionSlug: "test"}, nil
-			},
-			Tools: tools.NewRegistry(append(tools.Builtins(), tools.NewAskUserQuestion())...),
-			Step:  model.StepOptions{MaxAttempts: 1},
-		})
-		f.turns = tc
+	provider := f.provider
+	if provider == nil {
+		provider = model.NewScripted(&model.Script{}, nil)
 	}
+	f.dom = domaintest.Open(f.t, f.dir, domain.Host{Epoch: testEpoch}, domain.Options{
+		Resolve: func(context.Context, protocol.ModelTarget) (turns.Resolved, error) {
+			return turns.Resolved{Provider: provider, Model: "test-model", ConnectionSlug: "test"}, nil
+		},
+		Step: model.StepOptions{MaxAttempts: 1},
+		Interactions: interactions.Options{
+			Now:               func() time.Time { return time.UnixMilli(f.clock.Add(1)) },
+			NewID:             func() string { return fmt.Sprintf("i-%04d", f.ids.Add(1)) },
+			PermissionTimeout: f.timeout,
+			OnPoison:          func(error) { f.poisons.Add(1) },
+		},
+	})
+	f.st, f.turns, f.closed = f.dom.Store(), f.dom.Turns(), false
+	f.gate, f.c = f.dom.Gate(), f.turns.Interactions()
 }
 
-// close shuts everything down as the composition does.
+// close shuts everything down.
 func (f *fixture) close() {
 	if f.closed {
 		return
 	}
 	f.closed = true
-	ctx, cancel := context.WithTimeout(context.Background(), failAfter)
-	defer cancel()
-	var err error
-	if f.turns != nil {
-		err = f.turns.Close(ctx)
-	}
-	f.cont.Close()
-	if err := errors.Join(err, f.gate.Close(ctx), f.st.Close(ctx)); err != nil {
+	if err := f.dom.Close(); err != nil {
 		f.t.Errorf("close: %v", err)
 	}
 }
 
 // restart closes everything (nothing is closed or released: like a crash
-// for the interactions) and opens a new epoch on the same database.
+// for the interactions) and opens a new epoch on the same database, which
+// recovers it.
 func (f *fixture) restart() {
 	f.t.Helper()
 	f.close()
 	f.open()
-	if err := f.c.Recover(testCtx(f.t)); err != nil {
-		f.t.Fatalf("recover: %v", err)
-	}
 }
 
 // call runs a handler; a result must pass the operation's output codec and
 // an error must be one the operation declares.
 func (f *fixture) call(op protocol.Operation, in any) host.Outcome {
 	f.t.Helper()
-	tables := []host.Handlers{f.c.Handlers(), f.svc.Handlers(), f.cont.Handlers()}
-	if f.turns != nil {
-		tables = append(tables, f.turns.Handlers())
-	}
 	conn := host.NewConnInfo(host.ConnInfo{HostEpoch: testEpoch, ConnectionID: "conn-1", Surface: protocol.SurfaceTUI, Principal: "local_os_user"}, f.send)
-	return hosttest.Call(testCtx(f.t), f.t, hosttest.Merge(tables...), op, in, conn)
+	return f.dom.Call(testCtx(f.t), f.t, op, in, conn)
 }
 
 // send is the subscriber connection: it records projection frames and
@@ -282,8 +247,7 @@ func (f *fixture) session(sessionID, turnID, runID string) {
 func (f *fixture) addRun(sessionID, turnID, runID string) {
 	f.t.Helper()
 	err := f.st.Write(testCtx(f.t), func(tx *store.Tx) error {
-		if _, err := tx.Exec(`INSERT INTO runs (run_id, session_id, turn_id, status, created_at, updated_at) VALUES (?, ?, ?, ?, 1, 1)`,
-			runID, sessionID, turnID, string(protocol.TurnRunning)); err != nil {
+		if err := runs.Begin(tx, runID, sessionID, turnID, 1); err != nil {
 			return err
 		}
 		_, err := sessions.SetSessionStatus(tx, sessionID, protocol.SessionRunning)
@@ -308,8 +272,7 @@ func (f *fixture) subscribe(sessionID string) {
 func (f *fixture) terminate(runID string) {
 	f.t.Helper()
 	err := f.st.Write(testCtx(f.t), func(tx *store.Tx) error {
-		_, err := tx.Exec(`UPDATE runs SET status = 'completed', terminal_event_id = 'ev-end' WHERE run_id = ?`, runID)
-		return err
+		return runs.Terminate(tx, runID, runs.Terminal{Status: string(protocol.TurnCompleted), EventID: "ev-end", At: 2})
 	})
 	if err != nil {
 		f.t.Fatal(err)
@@ -347,10 +310,11 @@ func (f *fixture) count(query string, args ...any) int {
 	return n
 }
 
-// closeRun closes o inside its session's lane, as the session owner does.
-func (f *fixture) closeRun(o *Run, reason string) error {
+// closeRun closes o, a run of session s1, inside the session's lane, as the
+// session owner does.
+func (f *fixture) closeRun(o *interactions.Run, reason string) error {
 	f.t.Helper()
-	return f.gate.Run(testCtx(f.t), o.rs.sessionID, func(ctx context.Context, _ *lane.Lease) error {
+	return f.gate.Run(testCtx(f.t), "s1", func(ctx context.Context, _ *lane.Lease) error {
 		return o.Close(ctx, reason)
 	})
 }
@@ -412,7 +376,7 @@ type permResult struct {
 
 // request starts RequestPermission on its own goroutine; the result
 // arrives on the returned channel. The goroutine ends with the call.
-func request(ctx context.Context, o *Run, req agent.PermissionRequest) <-chan permResult {
+func request(ctx context.Context, o *interactions.Run, req agent.PermissionRequest) <-chan permResult {
 	ch := make(chan permResult, 1)
 	go func() {
 		ans, err := o.RequestPermission(ctx, req)

@@ -1,4 +1,4 @@
-package interactions
+package interactions_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/maka-agent/maka/internal/agent"
 	"github.com/maka-agent/maka/internal/host"
+	"github.com/maka-agent/maka/internal/interactions"
 	"github.com/maka-agent/maka/internal/tools"
 	"github.com/maka-agent/maka/protocol"
 )
@@ -105,8 +106,8 @@ func TestConcurrentIdenticalAnswersHaveOneWinner(t *testing.T) {
 		t.Fatalf("RequestPermission = %+v, %v", r.ans, r.err)
 	}
 	// A different later answer does not replace the winner.
-	wantErr(t, f.answer("i-0001", allow(false)), protocol.ErrAlreadyResolved, MessageDifferentAnswer)
-	wantErr(t, f.answer("i-0001", deny()), protocol.ErrAlreadyResolved, MessageDifferentAnswer)
+	wantErr(t, f.answer("i-0001", allow(false)), protocol.ErrAlreadyResolved, interactions.MessageDifferentAnswer)
+	wantErr(t, f.answer("i-0001", deny()), protocol.ErrAlreadyResolved, interactions.MessageDifferentAnswer)
 	again := wantOK[protocol.InteractionAnsweredSnapshot](t, f.answer("i-0001", allow(true)))
 	if !reflect.DeepEqual(again, outs[0]) {
 		t.Fatalf("identical retry = %+v, want the stored winner %+v", again, outs[0])
@@ -143,14 +144,14 @@ func TestAnswerAndQueryRefusals(t *testing.T) {
 		code protocol.ErrorCode
 		msg  string
 	}{
-		{"question answer to a permission", func() host.Outcome { return f.answer("i-0001", answers(str("a"))) }, protocol.ErrOperationConflict, MessageAnswerMismatch},
-		{"remember on a non-rememberable prompt", func() host.Outcome { return f.answer("i-0001", allow(true)) }, protocol.ErrOperationConflict, MessageAnswerMismatch},
-		{"permission answer to a question", func() host.Outcome { return f.answer("i-0002", allow(false)) }, protocol.ErrOperationConflict, MessageAnswerMismatch},
-		{"too few answers", func() host.Outcome { return f.answer("i-0002", answers(str("a"))) }, protocol.ErrOperationConflict, MessageAnswerMismatch},
-		{"too many answers", func() host.Outcome { return f.answer("i-0002", answers(str("a"), nil, str("x"))) }, protocol.ErrOperationConflict, MessageAnswerMismatch},
-		{"unknown id", func() host.Outcome { return f.answer("i-9999", allow(false)) }, protocol.ErrNotFound, MessageNotFound},
-		{"query of another session", func() host.Outcome { return f.query("s2", "i-0001") }, protocol.ErrNotFound, MessageNotFound},
-		{"query of an unknown id", func() host.Outcome { return f.query("s1", "i-9999") }, protocol.ErrNotFound, MessageNotFound},
+		{"question answer to a permission", func() host.Outcome { return f.answer("i-0001", answers(str("a"))) }, protocol.ErrOperationConflict, interactions.MessageAnswerMismatch},
+		{"remember on a non-rememberable prompt", func() host.Outcome { return f.answer("i-0001", allow(true)) }, protocol.ErrOperationConflict, interactions.MessageAnswerMismatch},
+		{"permission answer to a question", func() host.Outcome { return f.answer("i-0002", allow(false)) }, protocol.ErrOperationConflict, interactions.MessageAnswerMismatch},
+		{"too few answers", func() host.Outcome { return f.answer("i-0002", answers(str("a"))) }, protocol.ErrOperationConflict, interactions.MessageAnswerMismatch},
+		{"too many answers", func() host.Outcome { return f.answer("i-0002", answers(str("a"), nil, str("x"))) }, protocol.ErrOperationConflict, interactions.MessageAnswerMismatch},
+		{"unknown id", func() host.Outcome { return f.answer("i-9999", allow(false)) }, protocol.ErrNotFound, interactions.MessageNotFound},
+		{"query of another session", func() host.Outcome { return f.query("s2", "i-0001") }, protocol.ErrNotFound, interactions.MessageNotFound},
+		{"query of an unknown id", func() host.Outcome { return f.query("s1", "i-9999") }, protocol.ErrNotFound, interactions.MessageNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantErr(t, tc.out(), tc.code, tc.msg)
@@ -242,7 +243,7 @@ func TestRememberedAllowResolvesSiblingsAndSettlesLaterRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, ch := range map[string]<-chan permResult{"other": other, "not rememberable": notRememberable} {
-		var ce *ClosureError
+		var ce *interactions.ClosureError
 		if r := recv(t, ch); !errors.As(r.err, &ce) || ce.Reason != protocol.InteractionClosureTurnStopped {
 			t.Fatalf("%s RequestPermission = %+v, %v", name, r.ans, r.err)
 		}
@@ -266,7 +267,7 @@ func TestSeventeenthPendingIsRefused(t *testing.T) {
 		return len(s.Interactions.Pending) == protocol.InteractionMaxPendingPerSession
 	})
 	_, err := o.RequestPermission(ctx, bash("tu", "echo z"))
-	if !errors.Is(err, ErrCapacityExceeded) {
+	if !errors.Is(err, interactions.ErrCapacityExceeded) {
 		t.Fatalf("17th RequestPermission error = %v, want capacity exceeded", err)
 	}
 	if n := f.count(`SELECT COUNT(*) FROM interactions`); n != 16 {
@@ -276,7 +277,7 @@ func TestSeventeenthPendingIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ch := range chans {
-		if r := recv(t, ch); !errors.Is(r.err, ErrClosed) {
+		if r := recv(t, ch); !errors.Is(r.err, interactions.ErrClosed) {
 			t.Fatalf("RequestPermission = %+v, %v", r.ans, r.err)
 		}
 	}
@@ -288,7 +289,7 @@ func TestPermissionTimeout(t *testing.T) {
 	f.session("s1", "t1", "r1")
 	o := f.c.BindRun("s1", "t1", "r1")
 	_, err := o.RequestPermission(testCtx(t), bash("tu-1", "ls"))
-	var ce *ClosureError
+	var ce *interactions.ClosureError
 	if !errors.As(err, &ce) || ce.Reason != protocol.InteractionClosureTimedOut {
 		t.Fatalf("RequestPermission error = %v, want timed_out", err)
 	}
@@ -297,7 +298,7 @@ func TestPermissionTimeout(t *testing.T) {
 		t.Fatalf("snapshot = %+v", s)
 	}
 	f.wantStatuses("s1", "r1", "running")
-	wantErr(t, f.answer("i-0001", allow(false)), protocol.ErrAlreadyResolved, MessageAlreadyClosed)
+	wantErr(t, f.answer("i-0001", allow(false)), protocol.ErrAlreadyResolved, interactions.MessageAlreadyClosed)
 }
 
 func TestTimeoutThatLosesToAnAnswerReturnsTheAnswer(t *testing.T) {
@@ -305,9 +306,9 @@ func TestTimeoutThatLosesToAnAnswerReturnsTheAnswer(t *testing.T) {
 	f.session("s1", "t1", "r1")
 	o := f.c.BindRun("s1", "t1", "r1")
 	var answered protocol.InteractionAnsweredSnapshot
-	f.c.beforeTimeout = func() {
+	interactions.SetBeforeTimeout(f.c, func() {
 		answered = wantOK[protocol.InteractionAnsweredSnapshot](t, f.answer("i-0001", allow(true)))
-	}
+	})
 	ans, err := o.RequestPermission(testCtx(t), bash("tu-1", "ls"))
 	if err != nil || !ans.Allow || !ans.RememberForTurn {
 		t.Fatalf("RequestPermission = %+v, %v; want the wire answer", ans, err)
@@ -335,7 +336,7 @@ func TestCloseRunClosesPendingAndRefusesLaterRequests(t *testing.T) {
 	if err := f.closeRun(o, "turn_stopped"); err != nil {
 		t.Fatal(err)
 	}
-	var ce *ClosureError
+	var ce *interactions.ClosureError
 	if r := recv(t, perm); !errors.As(r.err, &ce) || ce.Reason != protocol.InteractionClosureTurnStopped {
 		t.Fatalf("RequestPermission = %+v, %v", r.ans, r.err)
 	}
@@ -350,8 +351,8 @@ func TestCloseRunClosesPendingAndRefusesLaterRequests(t *testing.T) {
 			t.Fatalf("%s = %+v", id, s)
 		}
 	}
-	wantErr(t, f.answer("i-0001", allow(false)), protocol.ErrAlreadyResolved, MessageAlreadyClosed)
-	wantErr(t, f.answer("i-0002", answers(str("yes"))), protocol.ErrAlreadyResolved, MessageAlreadyClosed)
+	wantErr(t, f.answer("i-0001", allow(false)), protocol.ErrAlreadyResolved, interactions.MessageAlreadyClosed)
+	wantErr(t, f.answer("i-0002", answers(str("yes"))), protocol.ErrAlreadyResolved, interactions.MessageAlreadyClosed)
 
 	// Later requests fail at once without a durable trace.
 	if _, err := o.RequestPermission(ctx, bash("tu-3", "ls")); !errors.As(err, &ce) || ce.Reason != protocol.InteractionClosureTurnStopped {
@@ -409,7 +410,7 @@ func TestCloseBeforeAnyRequestRefusesTheRun(t *testing.T) {
 	if err := f.closeRun(o, "turn_stopped"); err != nil {
 		t.Fatal(err)
 	}
-	var ce *ClosureError
+	var ce *interactions.ClosureError
 	if _, err := o.RequestPermission(testCtx(t), bash("tu-1", "ls")); !errors.As(err, &ce) || ce.Reason != protocol.InteractionClosureTurnStopped {
 		t.Fatalf("RequestPermission error = %v", err)
 	}
@@ -441,7 +442,7 @@ func TestRestartClosesPendingAndKeepsAnswers(t *testing.T) {
 	if s.Status != protocol.InteractionStatusClosed || s.Outcome.Reason != protocol.InteractionClosureHostRestarted {
 		t.Fatalf("left-over interaction after restart = %+v", s)
 	}
-	wantErr(t, f.answer("i-0002", allow(false)), protocol.ErrAlreadyResolved, MessageAlreadyClosed)
+	wantErr(t, f.answer("i-0002", allow(false)), protocol.ErrAlreadyResolved, interactions.MessageAlreadyClosed)
 	q := wantOK[protocol.InteractionSnapshot](t, f.query("s1", "i-0001"))
 	if !reflect.DeepEqual(q, protocol.InteractionSnapshot(answered)) {
 		t.Fatalf("answered interaction after restart = %+v, want %+v", q, answered)
@@ -450,7 +451,7 @@ func TestRestartClosesPendingAndKeepsAnswers(t *testing.T) {
 	if !reflect.DeepEqual(again, answered) {
 		t.Fatalf("identical re-answer after restart = %+v, want %+v", again, answered)
 	}
-	wantErr(t, f.answer("i-0001", allow(false)), protocol.ErrAlreadyResolved, MessageDifferentAnswer)
+	wantErr(t, f.answer("i-0001", allow(false)), protocol.ErrAlreadyResolved, interactions.MessageDifferentAnswer)
 	f.wantStatuses("s1", "r1", "running")
 	if n := f.count(`SELECT COUNT(*) FROM interactions WHERE status = 'pending'`); n != 0 {
 		t.Fatalf("%d pending after recovery", n)
@@ -463,7 +464,7 @@ func TestRestartClosesPendingAndKeepsAnswers(t *testing.T) {
 	}
 	// A run bound before recovery poisons it.
 	f.c.BindRun("s1", "t9", "r9")
-	if err := f.c.Recover(testCtx(t)); !errors.Is(err, ErrPoisoned) || f.poisons.Load() != 1 {
+	if err := f.c.Recover(testCtx(t)); !errors.Is(err, interactions.ErrPoisoned) || f.poisons.Load() != 1 {
 		t.Fatalf("Recover after a bind = %v (poisons %d)", err, f.poisons.Load())
 	}
 }
@@ -509,11 +510,11 @@ func TestInvalidRequestsWriteNothing(t *testing.T) {
 		"remembered stdin":  {ToolUseID: "tu", ToolName: "WriteStdin", Category: "shell_unsafe", Args: []byte(`{"input":"y"}`), RememberAllowed: true, ScopeKey: "k"},
 		"category mismatch": {ToolUseID: "tu", ToolName: "Read", Category: "file_write", Args: []byte(`{"path":"a"}`)},
 	} {
-		if _, err := o.RequestPermission(ctx, req); !errors.Is(err, ErrInvalidRequest) {
+		if _, err := o.RequestPermission(ctx, req); !errors.Is(err, interactions.ErrInvalidRequest) {
 			t.Errorf("%s: error = %v, want invalid request", name, err)
 		}
 	}
-	if _, err := o.AskQuestions(ctx, "tu", []tools.Question{{Question: "one option?", Options: []tools.QuestionOption{{Label: "a"}}}}); !errors.Is(err, ErrInvalidRequest) {
+	if _, err := o.AskQuestions(ctx, "tu", []tools.Question{{Question: "one option?", Options: []tools.QuestionOption{{Label: "a"}}}}); !errors.Is(err, interactions.ErrInvalidRequest) {
 		t.Errorf("question with one option: error = %v", err)
 	}
 	if n := f.count(`SELECT COUNT(*) FROM interactions`); n != 0 {
@@ -530,15 +531,15 @@ func TestPoisonFailsEverythingAfterwards(t *testing.T) {
 	perm := request(ctx, o, bash("tu-1", "ls"))
 	f.waitPending("s1", "i-0001")
 	f.c.BindRun("s1", "t2", "r2").Release() // a run released without a closure breaks an invariant
-	if r := recv(t, perm); !errors.Is(r.err, ErrPoisoned) {
+	if r := recv(t, perm); !errors.Is(r.err, interactions.ErrPoisoned) {
 		t.Fatalf("waiting RequestPermission = %v, want poisoned", r.err)
 	}
-	if _, err := o.RequestPermission(ctx, bash("tu-2", "ls")); !errors.Is(err, ErrPoisoned) {
+	if _, err := o.RequestPermission(ctx, bash("tu-2", "ls")); !errors.Is(err, interactions.ErrPoisoned) {
 		t.Fatalf("later RequestPermission = %v", err)
 	}
 	wantErr(t, f.answer("i-0001", allow(false)), protocol.ErrInternalFailure, protocol.MessageOperationFailed)
 	wantErr(t, f.query("s1", "i-0001"), protocol.ErrInternalFailure, protocol.MessageOperationFailed)
-	if err := f.closeRun(o, "turn_stopped"); !errors.Is(err, ErrPoisoned) {
+	if err := f.closeRun(o, "turn_stopped"); !errors.Is(err, interactions.ErrPoisoned) {
 		t.Fatalf("CloseRun = %v", err)
 	}
 	if f.poisons.Load() != 1 {
@@ -554,7 +555,7 @@ func TestReleaseWithoutClosurePoisons(t *testing.T) {
 	f := newFixture(t)
 	f.session("s1", "t1", "r1")
 	f.c.BindRun("s1", "t1", "r1").Release()
-	if !errors.Is(f.c.Err(), ErrPoisoned) || f.poisons.Load() != 1 {
+	if !errors.Is(f.c.Err(), interactions.ErrPoisoned) || f.poisons.Load() != 1 {
 		t.Fatalf("Err = %v, poisons %d", f.c.Err(), f.poisons.Load())
 	}
 }

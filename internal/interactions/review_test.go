@@ -154,3 +154,5 @@ func TestReviewTextPassesTheWireRedactor(t *testing.T) {
 		}
 	}
 }
+
+func str(s string) *string { return &s }

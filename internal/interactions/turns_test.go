@@ -1,4 +1,4 @@
-package interactions
+package interactions_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/maka-agent/maka/internal/interactions"
 	"github.com/maka-agent/maka/internal/model"
 	"github.com/maka-agent/maka/protocol"
 )
@@ -66,7 +67,7 @@ func TestTurnApprovalAndQuestionThroughTheAgent(t *testing.T) {
 			map[string]any{"question": "Color?", "options": []any{map[string]any{"label": "red"}, map[string]any{"label": "blue"}}},
 		}}),
 	}}
-	f := newFixtureWith(t, DefaultPermissionTimeout, m)
+	f := newFixtureWith(t, interactions.DefaultPermissionTimeout, m)
 	f.createSession("s1")
 	start := wantOK[protocol.TurnSnapshot](t, f.call(protocol.OpTurnStart, protocol.TurnStartInput{SessionID: "s1", TurnID: "t1", Content: protocol.MessageContent{Text: "go"}}))
 
@@ -112,7 +113,7 @@ func TestTurnStopClosesPendingInteractions(t *testing.T) {
 	m := &toolModel{results: make(chan []model.Message, 1), calls: []model.ToolCall{
 		call("tu-rm", "Bash", map[string]string{"command": "rm -rf build"}),
 	}}
-	f := newFixtureWith(t, DefaultPermissionTimeout, m)
+	f := newFixtureWith(t, interactions.DefaultPermissionTimeout, m)
 	f.createSession("s1")
 	start := wantOK[protocol.TurnSnapshot](t, f.call(protocol.OpTurnStart, protocol.TurnStartInput{SessionID: "s1", TurnID: "t1", Content: protocol.MessageContent{Text: "go"}}))
 	snap := f.waitFrame("s1", "one pending", func(s protocol.SessionContinuitySnapshot) bool { return len(s.Interactions.Pending) == 1 })
@@ -129,7 +130,7 @@ func TestTurnStopClosesPendingInteractions(t *testing.T) {
 	if s.Status != protocol.InteractionStatusClosed || s.Outcome.Reason != protocol.InteractionClosureTurnStopped {
 		t.Fatalf("interaction after stop = %+v", s)
 	}
-	wantErr(t, f.answer(id, allow(false)), protocol.ErrAlreadyResolved, MessageAlreadyClosed)
+	wantErr(t, f.answer(id, allow(false)), protocol.ErrAlreadyResolved, interactions.MessageAlreadyClosed)
 	f.waitFrame("s1", "cancelled root, nothing pending", func(s protocol.SessionContinuitySnapshot) bool {
 		return len(s.Interactions.Pending) == 0 && s.RootTurn != nil && s.RootTurn.Status == protocol.TurnCancelled
 	})

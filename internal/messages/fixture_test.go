@@ -2,11 +2,8 @@ package messages_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,16 +13,12 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/goleak"
 
-	"github.com/maka-agent/maka/internal/continuity"
+	"github.com/maka-agent/maka/internal/domain"
+	"github.com/maka-agent/maka/internal/domaintest"
 	"github.com/maka-agent/maka/internal/host"
 	"github.com/maka-agent/maka/internal/hosttest"
-	"github.com/maka-agent/maka/internal/lane"
-	"github.com/maka-agent/maka/internal/messages"
 	"github.com/maka-agent/maka/internal/model"
-	"github.com/maka-agent/maka/internal/sessions"
 	"github.com/maka-agent/maka/internal/store"
-	"github.com/maka-agent/maka/internal/tasks"
-	"github.com/maka-agent/maka/internal/tools"
 	"github.com/maka-agent/maka/internal/turns"
 	"github.com/maka-agent/maka/protocol"
 )
@@ -42,12 +35,6 @@ func testCtx(tb testing.TB) context.Context {
 	tb.Cleanup(cancel)
 	return ctx
 }
-
-// interactionsSchema stands in for schema version 5 (interactions), which
-// this package does not use.
-var interactionsSchema = store.Migration{Version: 5, Up: func(*sql.Tx) error { return nil }}
-
-var migrations = []store.Migration{sessions.Migration, tasks.Migration, turns.Migration, interactionsSchema, messages.Migration}
 
 // step is one model step the test scripts.
 type step func(ctx context.Context, req model.Request, emit func(model.Event) error) (model.Finish, error)
@@ -178,15 +165,12 @@ func (r *residencies) acquire() host.Residency { r.n.Add(1); return &residency{r
 
 type fixture struct {
 	t      *testing.T
-	path   string
+	dir    string
 	epoch  string
 	epochs int
+	dom    *domaintest.Domain
 	st     *store.Store
-	gate   *lane.Gate
-	cont   *continuity.Coordinator
-	svc    *sessions.Service
 	turns  *turns.Coordinator
-	msgs   *messages.Coordinator
 	model  *provider
 	resid  *residencies
 	drains atomic.Int64
@@ -198,57 +182,29 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{t: t, path: filepath.Join(t.TempDir(), "maka.db"), model: &provider{}, resid: &residencies{}}
+	f := &fixture{t: t, dir: t.TempDir(), model: &provider{}, resid: &residencies{}}
 	f.open()
 	t.Cleanup(f.close)
 	return f
 }
 
-// open builds the coordinators on the fixture's database in a new host
-// epoch.
+// open builds the domain on the fixture's directory in a new host epoch
+// (and recovers it).
 func (f *fixture) open() {
 	f.t.Helper()
 	f.epochs++
 	f.epoch = fmt.Sprintf("epoch-%d", f.epochs)
-	st, err := store.Open(testCtx(f.t), f.path, store.Options{Migrations: migrations})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.st, f.gate, f.closed = st, lane.New(), false
-	var tc *turns.Coordinator
-	svc := sessions.New(st, f.gate, sessions.Options{
-		HostEpoch:  f.epoch,
-		ActiveRoot: func(id string) bool { return tc.ActiveRoot(id) },
-		RootTurn:   turns.TipSnapshot,
-		Queue:      func(id string) protocol.SessionMessageQueueProjection { return tc.QueueProjection(id) },
-	})
-	f.svc = svc
-	cont := continuity.New(f.epoch, svc.ReadProjection, f.gate, nil)
-	f.cont = cont
-	tc = turns.New(turns.Options{
-		Store: st, Gate: f.gate, Continuity: cont, Residency: f.resid.acquire,
-		HostEpoch: f.epoch, ReadProjection: svc.ReadProjection,
-		RequestDrain: func() { f.drains.Add(1) },
-		Resolve: func(context.Context, protocol.ModelTarget) (turns.Resolved, error) {
-			return turns.Resolved{Provider: f.model, Model: "test-model", ConnectionSlug: "test"}, nil
-		},
-		Tools: tools.NewRegistry(tools.Builtins()...),
-		Step:  model.StepOptions{MaxAttempts: 1},
-	})
-	f.turns = tc
-	f.msgs = messages.New(messages.Options{
-		HostEpoch: f.epoch, Store: st, Gate: f.gate, Sessions: tc,
-		RequestDrain: func() { f.drains.Add(1) },
-	})
-	if err := f.msgs.BeginHostEpoch(testCtx(f.t)); err != nil {
-		f.t.Fatal(err)
-	}
-	if err := tc.Recover(testCtx(f.t)); err != nil {
-		f.t.Fatalf("recover: %v", err)
-	}
+	f.dom = domaintest.Open(f.t, f.dir, domain.Host{Epoch: f.epoch, Residency: f.resid.acquire, RequestDrain: func() { f.drains.Add(1) }},
+		domain.Options{
+			Resolve: func(context.Context, protocol.ModelTarget) (turns.Resolved, error) {
+				return turns.Resolved{Provider: f.model, Model: "test-model", ConnectionSlug: "test"}, nil
+			},
+			Step: model.StepOptions{MaxAttempts: 1},
+		})
+	f.st, f.turns, f.closed = f.dom.Store(), f.dom.Turns(), false
 }
 
-// close shuts the coordinators down in the composition's order.
+// close shuts the domain down.
 func (f *fixture) close() {
 	if f.closed {
 		return
@@ -257,11 +213,7 @@ func (f *fixture) close() {
 	if n := f.drains.Load(); n > 0 && !f.drainExpected {
 		f.t.Errorf("the host was asked to drain %d times", n)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), failAfter)
-	defer cancel()
-	err := f.turns.Close(ctx)
-	f.cont.Close()
-	if err := errors.Join(err, f.gate.Close(ctx), f.st.Close(ctx)); err != nil {
+	if err := f.dom.Close(); err != nil {
 		f.t.Errorf("close: %v", err)
 	}
 }
@@ -280,7 +232,7 @@ func (f *fixture) restart() {
 func (f *fixture) call(op protocol.Operation, in any) host.Outcome {
 	f.t.Helper()
 	conn := host.NewConnInfo(host.ConnInfo{HostEpoch: f.epoch, ConnectionID: uuid.NewString(), Surface: protocol.SurfaceTUI, Principal: "local_os_user"}, nil)
-	return hosttest.Call(testCtx(f.t), f.t, hosttest.Merge(f.turns.Handlers(), f.svc.Handlers(), f.msgs.Handlers(), f.cont.Handlers()), op, in, conn)
+	return f.dom.Call(testCtx(f.t), f.t, op, in, conn)
 }
 
 func (f *fixture) createSession(id string) {
@@ -450,7 +402,7 @@ func (f *fixture) subscribe(sessionID string) *subscription {
 	sub := &subscription{}
 	conn := host.NewConnInfo(host.ConnInfo{HostEpoch: f.epoch, ConnectionID: uuid.NewString(), Surface: protocol.SurfaceTUI, Principal: "local_os_user"}, sub.send)
 	s := hosttest.Spec(f.t, protocol.OpSubscriptionOpen)
-	out := f.cont.Handlers()[protocol.OpSubscriptionOpen](testCtx(f.t), &host.Call{
+	out := f.dom.Handlers()[protocol.OpSubscriptionOpen](testCtx(f.t), &host.Call{
 		RequestID: uuid.NewString(), Operation: s, Input: protocol.SubscriptionOpenInput{SessionID: sessionID}, Conn: conn,
 	})
 	if out.Err != nil {

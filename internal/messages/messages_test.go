@@ -2,7 +2,6 @@ package messages_test
 
 import (
 	"context"
-	"errors"
 	"reflect"
 	"strings"
 	"sync"
@@ -691,12 +690,7 @@ func TestSuccessorThatCannotStartKeepsOwnershipAndTheFollowup(t *testing.T) {
 	f.closed = true
 	ctx, cancel := context.WithTimeout(context.Background(), failAfter)
 	defer cancel()
-	closeErr := f.turns.Close(ctx)
-	f.cont.Close()
-	if err := errors.Join(f.gate.Close(ctx), f.st.Close(ctx)); err != nil {
-		t.Fatal(err)
-	}
-	if closeErr == nil {
+	if err := f.dom.Composition.Close(ctx); err == nil {
 		t.Fatal("close succeeded with an accepted follow-up left")
 	}
 	if n := f.resid.n.Load(); n != 2 {

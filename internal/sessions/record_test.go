@@ -541,7 +541,7 @@ func TestSetSessionStatus(t *testing.T) {
 	if _, err := set("s1", "sleeping"); err == nil {
 		t.Fatal("unknown status accepted")
 	}
-	p, _, err := f.svc.ReadProjection(testCtx(t), "s1")
+	p, _, err := f.readProjection(testCtx(t), "s1")
 	if err != nil || p.Session.Status != protocol.SessionRunning {
 		t.Fatalf("projection status = %q, %v", p.Session.Status, err)
 	}

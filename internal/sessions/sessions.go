@@ -54,8 +54,7 @@ var (
 	errCorrupt         = errors.New("sessions: stored session document is invalid")
 )
 
-// Options configures a Service. Every field is optional except HostEpoch,
-// which ReadProjection needs.
+// Options configures a Service. Every field is optional.
 type Options struct {
 	// Now is the clock of createdAt, lastUsedAt and archivedAt (time.Now
 	// when nil).
@@ -74,18 +73,6 @@ type Options struct {
 	// session cannot be archived. It is called inside the session's lane.
 	// Nil means no session ever has an active root turn.
 	ActiveRoot func(sessionID string) bool
-	// RootTurn reads the canonical root turn snapshot of sessionID for the
-	// projection, or nil, inside the projection's store read. Nil means no
-	// session has a root turn.
-	RootTurn func(q store.Querier, sessionID string) (*protocol.TurnSnapshot, error)
-	// Interactions reads the session's pending interactions for the
-	// projection inside the projection's store read (nil: none pending).
-	Interactions func(q store.Querier, sessionID string) (protocol.InteractionProjection, error)
-	// Queue returns the session's message queue projection (nil: the
-	// empty queue of HostEpoch).
-	Queue func(sessionID string) protocol.SessionMessageQueueProjection
-	// HostEpoch is the host epoch of the empty message queue projection.
-	HostEpoch string
 	// SandboxStatus reports whether this machine can enforce a sandbox and,
 	// when it cannot, why (nil: it cannot, for no stated reason).
 	SandboxStatus func() (available bool, reason string)

@@ -154,7 +154,7 @@ func BenchmarkTranscriptStoreSize(b *testing.B) {
 		path := filepath.Join(dir, "store.sqlite")
 		st := openTestStore(b, path)
 		gate := lane.New()
-		svc := New(st, gate, Options{HostEpoch: testEpoch})
+		svc := New(st, gate, Options{})
 		out := svc.Handlers()[protocol.OpSessionCreate](testCtx(b), &host.Call{
 			Operation: lookup(b, protocol.OpSessionCreate),
 			Input:     protocol.SessionCreateInput{SessionID: "7f0c6d1e-3b2a-4c5d-8e9f-0a1b2c3d4e5f", Workspace: ws("/home/user/projects/maka")},

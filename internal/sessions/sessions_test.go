@@ -87,7 +87,7 @@ func newFixture(tb testing.TB, tweak ...func(*fixture, *Options)) *fixture {
 		},
 		OnChange: func(ctx context.Context, sessionID string) {
 			// The change must be readable (durable) when OnChange runs.
-			p, found, err := f.svc.ReadProjection(ctx, sessionID)
+			p, found, err := f.readProjection(ctx, sessionID)
 			if err != nil {
 				tb.Errorf("ReadProjection in OnChange: %v", err)
 			}
@@ -100,7 +100,6 @@ func newFixture(tb testing.TB, tweak ...func(*fixture, *Options)) *fixture {
 			defer f.mu.Unlock()
 			return f.busy[sessionID]
 		},
-		HostEpoch: testEpoch,
 	}
 	for _, tw := range tweak {
 		tw(f, &opts)
@@ -738,19 +737,10 @@ func TestLifecycleBusy(t *testing.T) {
 
 // --- projection ---------------------------------------------------------------
 
-func TestReadProjection(t *testing.T) {
-	root := &protocol.TurnSnapshot{SessionID: "s1", TurnID: "t1", RunID: "r1", Status: protocol.TurnRunning}
-	var rootErr error
-	f := newFixture(t, func(_ *fixture, o *Options) {
-		o.RootTurn = func(_ store.Querier, sessionID string) (*protocol.TurnSnapshot, error) {
-			if sessionID == "s1" {
-				return root, rootErr
-			}
-			return nil, nil
-		}
-	})
+func TestLoadIdentity(t *testing.T) {
+	f := newFixture(t)
 	ctx := testCtx(t)
-	if _, found, err := f.svc.ReadProjection(ctx, "s1"); found || err != nil {
+	if _, found, err := f.readProjection(ctx, "s1"); found || err != nil {
 		t.Fatalf("projection of a missing session: found=%v err=%v", found, err)
 	}
 	s1 := f.create(protocol.SessionCreateInput{SessionID: "s1", Workspace: ws("/w")})
@@ -758,32 +748,46 @@ func TestReadProjection(t *testing.T) {
 	f.clock.Add(7)
 	expectOK[protocol.SessionSummary](t, f.lifecycle("s2", protocol.SessionActionArchive))
 
-	p, found, err := f.svc.ReadProjection(ctx, "s1")
+	p, found, err := f.readProjection(ctx, "s1")
 	if err != nil || !found {
-		t.Fatalf("ReadProjection(s1) = %v, %v", found, err)
+		t.Fatalf("readProjection(s1) = %v, %v", found, err)
 	}
-	want := continuity.Projection{
-		Session: protocol.SessionContinuityIdentity{
-			SessionID: "s1", Status: protocol.SessionActive, CreatedAt: s1.CreatedAt, LastUsedAt: s1.LastUsedAt,
-		},
-		RootTurn: root,
-		Queue:    protocol.SessionMessageQueueProjection{HostEpoch: testEpoch},
+	want := protocol.SessionContinuityIdentity{
+		SessionID: "s1", Status: protocol.SessionActive, CreatedAt: s1.CreatedAt, LastUsedAt: s1.LastUsedAt,
 	}
-	if !reflect.DeepEqual(p, want) {
-		t.Fatalf("projection = %+v\nwant %+v", p, want)
+	if !reflect.DeepEqual(p.Session, want) {
+		t.Fatalf("identity = %+v\nwant %+v", p.Session, want)
 	}
 	checkSnapshot(t, p)
 
-	p, _, err = f.svc.ReadProjection(ctx, "s2")
-	if err != nil || p.RootTurn != nil || !p.Session.IsArchived || p.Session.ArchivedAt == nil || *p.Session.ArchivedAt != f.clock.Load() {
-		t.Fatalf("projection of archived s2 = %+v, %v", p, err)
+	p, _, err = f.readProjection(ctx, "s2")
+	if err != nil || !p.Session.IsArchived || p.Session.ArchivedAt == nil || *p.Session.ArchivedAt != f.clock.Load() {
+		t.Fatalf("identity of archived s2 = %+v, %v", p.Session, err)
 	}
 	checkSnapshot(t, p)
+}
 
-	rootErr = errors.New("turn store down")
-	if _, _, err := f.svc.ReadProjection(ctx, "s1"); !errors.Is(err, rootErr) {
-		t.Fatalf("projection with a failing root reader: %v", err)
+// readProjection reads the session's projection as the session owner
+// does, with its identity from LoadIdentity, no root turn, nothing
+// pending and the empty queue of testEpoch.
+func readProjection(st *store.Store, ctx context.Context, sessionID string) (continuity.Projection, bool, error) {
+	p := continuity.Projection{Queue: protocol.SessionMessageQueueProjection{HostEpoch: testEpoch}}
+	err := st.Read(ctx, func(q store.Querier) error {
+		var err error
+		p.Session, err = LoadIdentity(q, sessionID)
+		return err
+	})
+	switch {
+	case errors.Is(err, ErrSessionNotFound):
+		return continuity.Projection{}, false, nil
+	case err != nil:
+		return continuity.Projection{}, false, err
 	}
+	return p, true, nil
+}
+
+func (f *fixture) readProjection(ctx context.Context, sessionID string) (continuity.Projection, bool, error) {
+	return readProjection(f.st, ctx, sessionID)
 }
 
 // checkSnapshot asserts that p encodes as a wire snapshot clients accept.
@@ -818,7 +822,7 @@ func TestContinuityRefreshOnChange(t *testing.T) {
 			}
 		}
 	})
-	coord = continuity.New(testEpoch, f.svc.ReadProjection, f.gate, nil)
+	coord = continuity.New(testEpoch, f.readProjection, f.gate, nil)
 	defer coord.Close()
 	f.create(protocol.SessionCreateInput{SessionID: "s1", Workspace: ws("/w")})
 
@@ -946,7 +950,7 @@ func TestStoreClosed(t *testing.T) {
 	if err := st.Close(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	svc := New(st, f.gate, Options{HostEpoch: testEpoch})
+	svc := New(st, f.gate, Options{})
 	for op, in := range map[protocol.Operation]any{
 		protocol.OpSessionCreate:         protocol.SessionCreateInput{SessionID: "s1", Workspace: ws("/w")},
 		protocol.OpSessionLifecycleSet:   protocol.SessionLifecycleSetInput{SessionID: "s1", Action: protocol.SessionActionArchive},
@@ -958,7 +962,7 @@ func TestStoreClosed(t *testing.T) {
 		checkOutcome(t, spec, out)
 		expectErr(t, out, protocol.ErrPersistenceFailed, MessagePersistenceFailed)
 	}
-	if _, _, err := svc.ReadProjection(testCtx(t), "s1"); !errors.Is(err, store.ErrClosed) {
+	if _, _, err := readProjection(svc.st, testCtx(t), "s1"); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("ReadProjection on a closed store = %v", err)
 	}
 

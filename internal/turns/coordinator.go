@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"github.com/maka-agent/maka/internal/failpoint"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/maka-agent/maka/internal/agent"
 	"github.com/maka-agent/maka/internal/continuity"
 	"github.com/maka-agent/maka/internal/host"
+	"github.com/maka-agent/maka/internal/interactions"
 	"github.com/maka-agent/maka/internal/lane"
 	"github.com/maka-agent/maka/internal/model"
 	"github.com/maka-agent/maka/internal/sessions"
@@ -52,6 +54,12 @@ const (
 	abortSourceHostShutdown  = "host_shutdown"
 )
 
+// Interaction closure reasons a turn gives.
+const (
+	ClosureTurnStopped  = "turn_stopped"
+	ClosureTurnTerminal = "turn_terminal"
+)
+
 // Resolved is the model a turn runs with.
 type Resolved struct {
 	Provider       model.Provider
@@ -70,9 +78,8 @@ type Resolver func(ctx context.Context, target protocol.ModelTarget) (Resolved, 
 
 // Options configures a Coordinator.
 type Options struct {
-	Store      *store.Store
-	Gate       *lane.Gate
-	Continuity *continuity.Coordinator
+	Store *store.Store
+	Gate  *lane.Gate
 	// Residency keeps the host alive while a turn runs (host-level: a turn
 	// outlives the connection that started it).
 	Residency func() host.Residency
@@ -87,22 +94,16 @@ type Options struct {
 	// SandboxAvailable reports whether Bash calls can run sandboxed on
 	// this machine (nil: they cannot).
 	SandboxAvailable func() bool
-	// BindInteractions returns the interaction owner of a run whose root
-	// turn is launched (interactions.Coordinator.BindRun): it asks clients
-	// to approve tool calls and answer questions, and the session owner
-	// holds it until the run's terminal transition (nil: calls that need
-	// approval are denied).
-	BindInteractions func(sessionID, turnID, runID string) RunInteractions
-	// HostEpoch is this host process's epoch; the queue projection
-	// belongs to it.
+	// Interactions configures the interaction authority the coordinator
+	// builds (its Store, Gate, Continuity, ReadProjection and Log are the
+	// coordinator's own; OnPoison defaults to RequestDrain).
+	Interactions interactions.Options
+	// HostEpoch is this host process's epoch; the queue projection and
+	// session continuity belong to it.
 	HostEpoch string
-	// ReadProjection reads a session's canonical projection, to check
-	// that a queued message still fits the session snapshot (nil: not
-	// checked).
-	ReadProjection continuity.ProjectionReader
-	System         string
-	MaxSteps       int
-	Step           model.StepOptions
+	System    string
+	MaxSteps  int
+	Step      model.StepOptions
 	// DeltaFlush is how often streamed text is written to the record while
 	// a message streams (0 = 250 ms); the final text is always written.
 	DeltaFlush time.Duration
@@ -114,10 +115,15 @@ type Options struct {
 	NewID             func() string
 }
 
-// Coordinator is the root-turn owner of one host epoch.
+// Coordinator is the session owner of one host epoch (session.go): the
+// live state of every session, and its parts — session continuity (the
+// publication of each session's projection to its subscribers) and the
+// interaction authority — which it builds and calls.
 type Coordinator struct {
-	opts Options
-	log  *slog.Logger
+	opts  Options
+	log   *slog.Logger
+	cont  *continuity.Coordinator
+	inter *interactions.Coordinator
 
 	baseCtx context.Context
 	cancel  context.CancelFunc
@@ -153,9 +159,8 @@ type activeRoot struct {
 
 	// steering is the run's steering owner.
 	steering *steering
-	// inter is the run's interaction owner (nil without an interaction
-	// authority).
-	inter RunInteractions
+	// inter is the run's interaction owner.
+	inter *interactions.Run
 	// stuck (guarded by Coordinator.mu) marks a root whose ownership
 	// could not end without losing accepted messages: it stays the
 	// session's active root and keeps its residency until the process
@@ -190,16 +195,66 @@ func New(opts Options) *Coordinator {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Coordinator{opts: opts, log: opts.Log, baseCtx: ctx, cancel: cancel, sessions: make(map[string]*session)}
 	c.histories.max = opts.HistoryCacheBytes
+	c.cont = continuity.New(opts.HostEpoch, c.ReadProjection, opts.Gate, opts.Log)
+	io := opts.Interactions
+	io.Store, io.Gate, io.Continuity, io.ReadProjection, io.Log = opts.Store, opts.Gate, c.cont, c.ReadProjection, opts.Log
+	if io.OnPoison == nil {
+		io.OnPoison = func(err error) {
+			opts.Log.Error("interaction authority poisoned; draining", "err", err)
+			opts.RequestDrain()
+		}
+	}
+	c.inter = interactions.New(io)
 	return c
 }
 
-// Handlers returns the handlers of turn.start, turn.query and turn.stop.
+// Continuity returns the session continuity the coordinator publishes
+// through (the kernel's connection observer).
+func (c *Coordinator) Continuity() *continuity.Coordinator { return c.cont }
+
+// Interactions returns the interaction authority.
+func (c *Coordinator) Interactions() *interactions.Coordinator { return c.inter }
+
+// ReadProjection reads the canonical projection of sessionID: its
+// identity, its root turn and its pending interactions in one store read,
+// then its live message queue (the newest authority, read last). found is
+// false when the session does not exist.
+func (c *Coordinator) ReadProjection(ctx context.Context, sessionID string) (continuity.Projection, bool, error) {
+	var p continuity.Projection
+	err := c.opts.Store.Read(ctx, func(q store.Querier) error {
+		var err error
+		if p.Session, err = sessions.LoadIdentity(q, sessionID); err != nil {
+			return err
+		}
+		if p.RootTurn, err = TipSnapshot(q, sessionID); err != nil {
+			return err
+		}
+		p.Interactions, err = interactions.Pending(q, sessionID)
+		return err
+	})
+	switch {
+	case errors.Is(err, sessions.ErrSessionNotFound):
+		return continuity.Projection{}, false, nil
+	case err != nil:
+		return continuity.Projection{}, false, err
+	}
+	p.Queue = c.QueueProjection(sessionID)
+	return p, true, nil
+}
+
+// Handlers returns the handlers of turn.start, turn.query and turn.stop,
+// and those of its parts: subscription.open and subscription.close
+// (continuity), interaction.query and interaction.answer.
 func (c *Coordinator) Handlers() host.Handlers {
-	return host.Handlers{
+	hs := host.Handlers{
 		protocol.OpTurnStart: c.handleStart,
 		protocol.OpTurnQuery: c.handleQuery,
 		protocol.OpTurnStop:  c.handleStop,
 	}
+	for _, part := range []host.Handlers{c.cont.Handlers(), c.inter.Handlers()} {
+		maps.Copy(hs, part)
+	}
+	return hs
 }
 
 func (c *Coordinator) now() int64 { return max(c.opts.Now().UnixMilli(), 0) }
@@ -554,10 +609,8 @@ func (c *Coordinator) stopRoot(ctx context.Context, ar *activeRoot, source strin
 	if err != nil {
 		return fence, err
 	}
-	if ar.inter != nil {
-		if err := ar.inter.Close(ctx, ClosureTurnStopped); err != nil {
-			return fence, err
-		}
+	if err := ar.inter.Close(ctx, ClosureTurnStopped); err != nil {
+		return fence, err
 	}
 	ar.requestStop(source)
 	return fence, nil
@@ -583,6 +636,8 @@ func (c *Coordinator) BeginDrain() {
 // stop, or until ctx ends. It fails when a root is stuck with accepted
 // messages it could not hand on.
 func (c *Coordinator) Close(ctx context.Context) error {
+	// Subscriptions end once the turns' terminal snapshots are published.
+	defer c.cont.Close()
 	c.BeginDrain()
 	var stuck int
 	for {

@@ -52,13 +52,11 @@ func (c *Coordinator) launch(ctx context.Context, a admission, begun *protocol.S
 	s.queue.open = true
 	ar.steering = &steering{c: c, s: s, root: ar, generation: s.queue.generation}
 	c.mu.Unlock()
-	if c.opts.BindInteractions != nil {
-		ar.inter = c.opts.BindInteractions(a.SessionID, a.TurnID, a.RunID)
-	}
+	ar.inter = c.inter.BindRun(a.SessionID, a.TurnID, a.RunID)
 	if c.opts.Residency != nil {
 		ar.resid = c.opts.Residency()
 	}
-	if err := c.opts.Continuity.InstallFence(ctx, a.SessionID, a.TurnID, a.RunID); err != nil {
+	if err := c.cont.InstallFence(ctx, a.SessionID, a.TurnID, a.RunID); err != nil {
 		stop(nil)
 		return nil, errors.Join(err, c.endOwnership(ar))
 	}
@@ -73,9 +71,7 @@ func (c *Coordinator) launch(ctx context.Context, a admission, begun *protocol.S
 // release ends what the root holds once its ownership ended: its run's
 // interaction owner and its host residency.
 func (ar *activeRoot) release() {
-	if ar.inter != nil {
-		ar.inter.Release()
-	}
+	ar.inter.Release()
 	if ar.resid != nil {
 		ar.resid.Release()
 	}
@@ -101,11 +97,9 @@ func (c *Coordinator) endOwnership(ar *activeRoot) error {
 		c.reclaimLocked(s)
 	}
 	c.mu.Unlock()
-	c.opts.Continuity.ReleaseFence(ar.sessionID, ar.turnID, ar.runID)
-	if ar.inter != nil {
-		if err := ar.inter.Close(context.Background(), ClosureTurnTerminal); err != nil {
-			c.log.Error("interactions of an ended turn could not be closed", "session", ar.sessionID, "turn", ar.turnID, "err", err)
-		}
+	c.cont.ReleaseFence(ar.sessionID, ar.turnID, ar.runID)
+	if err := ar.inter.Close(context.Background(), ClosureTurnTerminal); err != nil {
+		c.log.Error("interactions of an ended turn could not be closed", "session", ar.sessionID, "turn", ar.turnID, "err", err)
 	}
 	ar.release()
 	return nil
@@ -220,7 +214,7 @@ func beginRun(tx *store.Tx, a admission) error {
 
 // changed republishes the session after a durable change.
 func (c *Coordinator) changed(sessionID string) {
-	if err := c.opts.Continuity.Refresh(context.Background(), sessionID); err != nil {
+	if err := c.cont.Refresh(context.Background(), sessionID); err != nil {
 		c.log.Warn("session refresh failed", "session", sessionID, "err", err)
 	}
 }
@@ -384,10 +378,8 @@ func (c *Coordinator) finishTransition(ar *activeRoot, cause error) {
 // in this turn's place, so that subscribers always see the predecessor's
 // terminal snapshot before the successor.
 func (c *Coordinator) transition(ctx context.Context, ar *activeRoot, cause error) error {
-	if ar.inter != nil {
-		if err := ar.inter.Close(ctx, ClosureTurnTerminal); err != nil {
-			return errors.Join(err, c.endOwnership(ar))
-		}
+	if err := ar.inter.Close(ctx, ClosureTurnTerminal); err != nil {
+		return errors.Join(err, c.endOwnership(ar))
 	}
 	if cause != nil {
 		return c.endOwnership(ar)
@@ -396,11 +388,11 @@ func (c *Coordinator) transition(ctx context.Context, ar *activeRoot, cause erro
 	if err != nil {
 		return errors.Join(err, c.endOwnership(ar))
 	}
-	if err := c.opts.Continuity.PublishTerminal(ctx, ar.sessionID, ar.turnID, ar.runID); err != nil {
+	if err := c.cont.PublishTerminal(ctx, ar.sessionID, ar.turnID, ar.runID); err != nil {
 		// Subscribers miss the terminal cut; the host drains rather than
 		// risk publishing out of order again.
 		c.log.Error("terminal snapshot not published; draining", "session", ar.sessionID, "turn", ar.turnID, "err", err)
-		c.opts.Continuity.ReleaseFence(ar.sessionID, ar.turnID, ar.runID)
+		c.cont.ReleaseFence(ar.sessionID, ar.turnID, ar.runID)
 		c.opts.RequestDrain()
 	}
 	if batch.Empty() {

@@ -2,8 +2,6 @@ package turns_test
 
 import (
 	"context"
-	"errors"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,14 +9,11 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/maka-agent/maka/internal/continuity"
+	"github.com/maka-agent/maka/internal/domain"
+	"github.com/maka-agent/maka/internal/domaintest"
 	"github.com/maka-agent/maka/internal/host"
-	"github.com/maka-agent/maka/internal/hosttest"
-	"github.com/maka-agent/maka/internal/lane"
 	"github.com/maka-agent/maka/internal/model"
-	"github.com/maka-agent/maka/internal/sessions"
 	"github.com/maka-agent/maka/internal/store"
-	"github.com/maka-agent/maka/internal/tasks"
 	"github.com/maka-agent/maka/internal/tools"
 	"github.com/maka-agent/maka/internal/turns"
 	"github.com/maka-agent/maka/protocol"
@@ -38,8 +33,6 @@ func testCtx(tb testing.TB) context.Context {
 	tb.Cleanup(cancel)
 	return ctx
 }
-
-var migrations = []store.Migration{sessions.Migration, tasks.Migration, turns.Migration}
 
 // provider is a model the test drives: each step calls next with the
 // request and streams what it returns. A step may hold on a gate.
@@ -105,11 +98,9 @@ func (r *residencies) acquire() host.Residency { r.n.Add(1); return &residency{r
 
 type fixture struct {
 	t      *testing.T
-	path   string
+	dir    string
+	dom    *domaintest.Domain
 	st     *store.Store
-	gate   *lane.Gate
-	cont   *continuity.Coordinator
-	svc    *sessions.Service
 	turns  *turns.Coordinator
 	model  *provider
 	resid  *residencies
@@ -123,69 +114,50 @@ type fixture struct {
 
 func newFixture(t *testing.T, extra ...tools.Tool) *fixture {
 	t.Helper()
-	f := &fixture{t: t, path: filepath.Join(t.TempDir(), "maka.db"), model: &provider{next: say("hello")}, resid: &residencies{}, tools: extra}
+	f := &fixture{t: t, dir: t.TempDir(), model: &provider{next: say("hello")}, resid: &residencies{}, tools: extra}
 	f.open()
 	t.Cleanup(f.close)
 	return f
 }
 
-// open builds the coordinator on the fixture's database.
+// open builds the domain on the fixture's directory (and recovers it).
 func (f *fixture) open() {
 	f.t.Helper()
-	st, err := store.Open(testCtx(f.t), f.path, store.Options{Migrations: migrations})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.st, f.gate, f.closed = st, lane.New(), false
-	var tc *turns.Coordinator
-	f.svc = sessions.New(st, f.gate, sessions.Options{
-		HostEpoch:  testEpoch,
-		ActiveRoot: func(id string) bool { return tc.ActiveRoot(id) },
-		RootTurn:   turns.TipSnapshot,
-	})
-	f.cont = continuity.New(testEpoch, f.svc.ReadProjection, f.gate, nil)
-	tc = turns.New(turns.Options{
-		Store: st, Gate: f.gate, Continuity: f.cont, Residency: f.resid.acquire,
-		RequestDrain: func() { f.drains.Add(1) },
-		Resolve: func(context.Context, protocol.ModelTarget) (turns.Resolved, error) {
-			return turns.Resolved{Provider: f.model, Model: "test-model", ConnectionSlug: "test", ContextWindow: f.contextWindow}, nil
-		},
-		Tools: tools.NewRegistry(append(tools.Builtins(), f.tools...)...),
-		Step:  model.StepOptions{MaxAttempts: 1},
-	})
-	f.turns = tc
+	f.dom = domaintest.Open(f.t, f.dir, domain.Host{Epoch: testEpoch, Residency: f.resid.acquire, RequestDrain: func() { f.drains.Add(1) }},
+		domain.Options{
+			Resolve: func(context.Context, protocol.ModelTarget) (turns.Resolved, error) {
+				return turns.Resolved{Provider: f.model, Model: "test-model", ConnectionSlug: "test", ContextWindow: f.contextWindow}, nil
+			},
+			Tools: f.tools,
+			Step:  model.StepOptions{MaxAttempts: 1},
+		})
+	f.st, f.turns, f.closed = f.dom.Store(), f.dom.Turns(), false
 }
 
-// close shuts the coordinator down as the composition does.
+// close shuts the domain down.
 func (f *fixture) close() {
 	if f.closed {
 		return
 	}
 	f.closed = true
-	ctx, cancel := context.WithTimeout(context.Background(), failAfter)
-	defer cancel()
-	err := f.turns.Close(ctx)
-	f.cont.Close()
-	if err := errors.Join(err, f.gate.Close(ctx), f.st.Close(ctx)); err != nil {
+	if err := f.dom.Close(); err != nil {
 		f.t.Errorf("close: %v", err)
 	}
 }
 
-// restart closes everything and opens a new epoch on the same database.
+// restart closes everything and opens a new epoch on the same database
+// (opening recovers it).
 func (f *fixture) restart() {
 	f.t.Helper()
 	f.close()
 	f.open()
-	if err := f.turns.Recover(testCtx(f.t)); err != nil {
-		f.t.Fatalf("recover: %v", err)
-	}
 }
 
 var conn = host.NewConnInfo(host.ConnInfo{HostEpoch: testEpoch, ConnectionID: "conn-1", Surface: protocol.SurfaceTUI, Principal: "local_os_user"}, nil)
 
 func (f *fixture) call(op protocol.Operation, in any) host.Outcome {
 	f.t.Helper()
-	return hosttest.Call(testCtx(f.t), f.t, hosttest.Merge(f.turns.Handlers(), f.svc.Handlers()), op, in, conn)
+	return f.dom.Call(testCtx(f.t), f.t, op, in, conn)
 }
 
 func (f *fixture) createSession(id string) {

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/maka-agent/maka/internal/agent"
-	"github.com/maka-agent/maka/internal/continuity"
 	"github.com/maka-agent/maka/internal/host"
 	"github.com/maka-agent/maka/internal/lane"
 	"github.com/maka-agent/maka/protocol"
@@ -38,7 +37,7 @@ func newQueueHarness(t *testing.T) *queueHarness {
 	h := &queueHarness{t: t}
 	gate := lane.New()
 	t.Cleanup(func() { _ = gate.Close(t.Context()) })
-	h.c = New(Options{HostEpoch: "epoch", Gate: gate, Continuity: continuity.New("epoch", nil, gate, nil),
+	h.c = New(Options{HostEpoch: "epoch", Gate: gate,
 		Residency: func() host.Residency {
 			h.held.Add(1)
 			return &countedResidency{n: &h.held}
@@ -52,6 +51,7 @@ func newQueueHarness(t *testing.T) *queueHarness {
 	h.owner = &steering{c: h.c, s: s, root: h.root, generation: s.queue.generation}
 	h.root.steering = h.owner
 	h.c.mu.Unlock()
+	h.root.inter = h.c.inter.BindRun("s", "t", "r")
 	return h
 }
 
@@ -168,6 +168,9 @@ func TestLeasesRetractAndNackOrder(t *testing.T) {
 	if err != nil || !batch.Empty() {
 		t.Fatalf("transition: %+v %v", batch, err)
 	}
+	if err := h.root.inter.Close(t.Context(), ClosureTurnTerminal); err != nil {
+		t.Fatal(err)
+	}
 	h.c.goIdle(h.root)
 	h.expect(0)
 	h.c.mu.Lock()
@@ -177,6 +180,9 @@ func TestLeasesRetractAndNackOrder(t *testing.T) {
 		t.Fatal("idle queue state was not reclaimed")
 	}
 	if err := h.c.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.inter.Err(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -26,8 +26,13 @@ const (
 // running keeps its unknown outcome and is never retried; replay drops
 // it), sets its session active, and then starts the admitted turns that
 // never started. A recovered turn's residency keeps the host up while it
-// runs.
+// runs. The interactions a previous host left pending are closed first.
 func (c *Coordinator) Recover(ctx context.Context) error {
+	// Interactions a previous host left pending close first
+	// (host_restarted), before any run binds.
+	if err := c.inter.Recover(ctx); err != nil {
+		return err
+	}
 	open, pending, err := c.recoveryListing(ctx)
 	if err != nil {
 		return fmt.Errorf("turns: recovery listing: %w", err)

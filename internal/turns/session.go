@@ -84,7 +84,7 @@ func (c *Coordinator) mutatedLocked(s *session) {
 func (c *Coordinator) runRefresh(s *session) {
 	defer c.refreshes.Done()
 	for {
-		err := c.opts.Continuity.Refresh(c.baseCtx, s.id)
+		err := c.cont.Refresh(c.baseCtx, s.id)
 		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, lane.ErrClosed) && !errors.Is(err, continuity.ErrClosed) {
 			c.log.Warn("queue refresh failed", "session", s.id, "err", err)
 		}
@@ -168,14 +168,12 @@ func (c *Coordinator) Submit(ctx context.Context, in MessageStart) (Submitted, e
 	c.mu.Unlock()
 	e := &entry{id: c.opts.NewID(), messageID: in.MessageID, content: in.Content, placement: in.Placement}
 	var p *continuity.Projection
-	if c.opts.ReadProjection != nil {
-		proj, found, err := c.opts.ReadProjection(ctx, in.SessionID)
-		if err != nil {
-			return Submitted{}, err
-		}
-		if found {
-			p = &proj
-		}
+	proj, found, err := c.ReadProjection(ctx, in.SessionID)
+	if err != nil {
+		return Submitted{}, err
+	}
+	if found {
+		p = &proj
 	}
 	refusal, err := admissionRefusal(c.opts.HostEpoch, p, cut, e)
 	switch {

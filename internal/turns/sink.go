@@ -10,6 +10,7 @@ import (
 
 	"github.com/maka-agent/maka/internal/agent"
 	"github.com/maka-agent/maka/internal/continuity"
+	"github.com/maka-agent/maka/internal/interactions"
 	"github.com/maka-agent/maka/internal/sessions"
 	"github.com/maka-agent/maka/internal/store"
 	"github.com/maka-agent/maka/protocol"
@@ -33,7 +34,7 @@ type recorder struct {
 	a            admission
 	model        string
 	connection   string
-	interactions RunInteractions // nil without an interaction authority
+	interactions *interactions.Run
 
 	mu        sync.Mutex // orders seq assignment with writes
 	seq       int64
@@ -206,7 +207,7 @@ func (r *recorder) appendLocked(ctx context.Context, ev *sessions.RunEvent) erro
 }
 
 func (r *recorder) publish(ev continuity.Event) {
-	if err := r.c.opts.Continuity.AcceptRuntimeEvent(r.a.SessionID, r.a.RunID, ev); err != nil && !errors.Is(err, continuity.ErrClosed) {
+	if err := r.c.cont.AcceptRuntimeEvent(r.a.SessionID, r.a.RunID, ev); err != nil && !errors.Is(err, continuity.ErrClosed) {
 		r.c.log.Error("live event rejected", "session", r.a.SessionID, "turn", r.a.TurnID, "type", ev.Type, "err", err)
 	}
 }

@@ -290,11 +290,7 @@ func TestShutdownCancelsRunningTurns(t *testing.T) {
 	f.model.next = hold("x", streamed, make(chan struct{}))
 	f.mustStart("s1", "t1", "go")
 	<-streamed
-	f.close()
-	f.open()
-	if err := f.turns.Recover(testCtx(t)); err != nil {
-		t.Fatal(err)
-	}
+	f.restart()
 	s, err := f.query("s1", "t1")
 	if err != nil || s.Status != protocol.TurnCancelled || s.AbortSource != "host_shutdown" {
 		t.Fatalf("after shutdown: %+v %v", s, err)
