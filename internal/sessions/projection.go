@@ -9,8 +9,9 @@ import (
 	"github.com/maka-agent/maka/protocol"
 )
 
-// ReadProjection reads the canonical projection of sessionID (domain.md
-// §7.1) for session continuity; it is a continuity.ProjectionReader. found
+// ReadProjection reads the canonical projection of sessionID (what a
+// subscription's snapshot and projection frames show: identity, root turn,
+// queue, pending interactions) for session continuity; it is a continuity.ProjectionReader. found
 // is false when the session does not exist. The session identity comes from
 // the stored header, the root turn from Options.RootTurn (none when nil),
 // the queue is the empty queue of Options.HostEpoch and no interaction is
