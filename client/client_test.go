@@ -53,6 +53,41 @@ func within(t *testing.T, ch <-chan struct{}, msg string) {
 	}
 }
 
+// deadlineGate is a context whose deadline passes when the test calls
+// expire (at the latest after waitTimeout, so that a test that never
+// expires it cannot hang): a call bounded by it times out only once the
+// host has seen it, however slowly the machine runs, and fails with
+// context.DeadlineExceeded like any call whose deadline passed.
+type deadlineGate struct {
+	context.Context
+	deadline time.Time
+	done     chan struct{}
+	once     sync.Once
+}
+
+func newDeadlineGate(t *testing.T) *deadlineGate {
+	t.Helper()
+	g := &deadlineGate{Context: context.Background(), deadline: time.Now().Add(waitTimeout), done: make(chan struct{})}
+	timer := time.AfterFunc(waitTimeout, g.expire)
+	t.Cleanup(func() {
+		timer.Stop()
+		g.expire()
+	})
+	return g
+}
+
+func (g *deadlineGate) expire()                     { g.once.Do(func() { close(g.done) }) }
+func (g *deadlineGate) Deadline() (time.Time, bool) { return g.deadline, true }
+func (g *deadlineGate) Done() <-chan struct{}       { return g.done }
+func (g *deadlineGate) Err() error {
+	select {
+	case <-g.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
 // signal is a one-shot event.
 type signal struct {
 	once sync.Once
@@ -610,8 +645,12 @@ func TestTimedOutCallFailsAloneAndItsLateResponseIsDropped(t *testing.T) {
 		},
 	})
 	c := f.connect(client.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
+	// The call's deadline passes while its handler holds it.
+	ctx := newDeadlineGate(t)
+	go func() {
+		<-entered.done()
+		ctx.expire()
+	}()
 	_, err := c.QueryTurn(ctx, protocol.TurnQueryInput{SessionID: "s", TurnID: "slow"})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("timed-out call: %v", err)
@@ -828,13 +867,14 @@ func TestHandshakeFailures(t *testing.T) {
 }
 
 func TestConnectContextEndsTheHandshake(t *testing.T) {
-	// The host never answers the hello; it waits until the client is gone.
+	// The host reads the hello and never answers it; it waits until the
+	// client is gone. The context's deadline passes once the hello is read.
+	ctx := newDeadlineGate(t)
 	root, _ := startScriptedHost(t, func(tc *transport.Conn) bool {
+		ctx.expire()
 		_, _ = tc.ReadFrame(0)
 		return false
 	}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
 	res, err := client.Connect(ctx, client.Options{RootPath: root, Surface: protocol.SurfaceTUI, HandshakeTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -1112,17 +1152,22 @@ func TestSubscriptionOpenedAfterItsCallerGaveUpIsClosedAgain(t *testing.T) {
 		}
 	})
 	c := f.connect(client.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
+	// The caller's deadline passes once the host has registered the open.
+	ctx := newDeadlineGate(t)
+	var id string
+	seen := make(chan struct{})
+	go func() {
+		select {
+		case id = <-registered:
+			close(seen)
+			ctx.expire()
+		case <-ctx.Done():
+		}
+	}()
 	if _, err := c.OpenSubscription(ctx, "late"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("open: %v, want the deadline", err)
 	}
-	var id string
-	select {
-	case id = <-registered:
-	case <-time.After(waitTimeout):
-		t.Fatal("open never reached the host")
-	}
+	within(t, seen, "open never reached the host")
 	release.fire()
 	select {
 	case closed := <-f.closes:

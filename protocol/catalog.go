@@ -1,8 +1,9 @@
 package protocol
 
-// This file owns the connection catalog shapes of protocol.md §6.7 and the
-// codecs of connection.catalog.query / create / update / remove /
-// set-default-target (§5.15–§5.19).
+// This file owns the connection catalog shapes of protocol v0 (connections,
+// their models, the default target, the paged catalog items) and the codecs
+// of connection.catalog.query / create / update / remove /
+// set-default-target.
 
 import "github.com/maka-agent/maka/internal/baseurl"
 

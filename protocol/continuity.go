@@ -5,9 +5,10 @@ import (
 	"unicode/utf8"
 )
 
-// This file owns session continuity (protocol.md §7): the codecs of
-// subscription.open and subscription.close (§5.11, §5.12), the
-// SessionContinuitySnapshot and the four subscription push frames.
+// This file owns session continuity (the subscription stream of protocol
+// v0, docs/architecture.md, The path of live session output): the codecs of
+// subscription.open and subscription.close, the SessionContinuitySnapshot
+// and the four subscription push frames.
 
 // Session continuity bounds and constants.
 const (
@@ -447,7 +448,7 @@ func decodeToolEvent(d *D, v Value, path string) SessionToolEvent {
 }
 
 // SplitDelta cuts assistant text into the chunks of consecutive delta frames
-// (protocol.md §7.3): each chunk is at most SessionLiveDeltaMaxBytes of
+// of a subscription: each chunk is at most SessionLiveDeltaMaxBytes of
 // UTF-8, ends on a code-point boundary, and is small enough once JSON-escaped
 // (a control character takes six bytes) that a delta frame carrying it fits
 // SubscriptionFrameMaxBytes. An invalid UTF-8 byte counts as the U+FFFD it

@@ -9,7 +9,8 @@ type ProtocolError struct {
 
 func (e *ProtocolError) Error() string { return "protocol " + e.Code + ": " + e.Message }
 
-// Protocol error codes (protocol.md §1.4).
+// Frame error codes: why a received frame was refused (docs/protocol.md,
+// Frames). Each ends the connection.
 const (
 	CodeInvalidFrame  = "invalid_frame"
 	CodeFrameTooLarge = "frame_too_large"

@@ -5,7 +5,8 @@ import (
 	"unicode/utf8"
 )
 
-// Protocol constants (protocol.md §1.1).
+// Protocol constants: the protocol version, the frame bound (docs/protocol.md,
+// Frames) and the schema version of registration.json.
 const (
 	Version                    = 0
 	MaxFrameBytes              = 64 * 1024 // one frame including its LF
@@ -17,8 +18,9 @@ const (
 var bom = []byte{0xef, 0xbb, 0xbf}
 
 // DecodeFrameText turns the bytes of one frame (without its LF) into a JSON
-// value, applying protocol.md §1.2 steps 2–5: empty frame, one trailing CR,
-// strict UTF-8 with one leading BOM stripped, then JSON.
+// value, applying the frame checks of docs/protocol.md (Frames) in order:
+// empty frame, size, one trailing CR dropped, strict UTF-8 with one leading
+// BOM dropped, then JSON.
 func DecodeFrameText(frame []byte) (Value, error) {
 	text, err := frameJSONText(frame)
 	if err != nil {

@@ -7,7 +7,8 @@ import (
 	"github.com/maka-agent/maka/internal/wireredact"
 )
 
-// This file owns the interaction shapes of protocol.md §6.4 and the codecs of
+// This file owns the interaction shapes of protocol v0 (pending permission
+// prompts and questions, their answers and outcomes) and the codecs of
 // interaction.query and interaction.answer.
 
 // Interaction constants and bounds.

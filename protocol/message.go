@@ -1,7 +1,7 @@
 package protocol
 
-// This file owns the message-queue shapes (protocol.md §6.3) and the codecs
-// of turn.message.submit, queue.retract and turn.interrupt (§5.5–§5.7).
+// This file owns the message-queue shapes of protocol v0 and the codecs of
+// turn.message.submit, queue.retract and turn.interrupt.
 
 // Message-queue bounds.
 const (

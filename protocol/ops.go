@@ -34,7 +34,11 @@ const (
 	OpCredentialVaultDelete             Operation = "credential.vault.delete"
 )
 
-// Mode says how an operation interacts with shutdown (protocol.md §3.3).
+// Mode says how an operation interacts with shutdown and with its
+// connection (docs/architecture.md, The path of a request): shutdown waits
+// for every admitted command until it is sealed; a query is cancelled when
+// its connection goes; a control runs for the host's lifetime but shutdown
+// does not wait for it.
 type Mode string
 
 // Operation modes.

@@ -6,7 +6,9 @@ import (
 	"testing"
 )
 
-// The operation table of protocol.md §4–5, written out independently.
+// The operation table of protocol v0 and of the extension operations of
+// docs/protocol.md (mode, availability, declared errors), written out
+// independently of ops.go.
 func TestOperationTableMatchesTheSpec(t *testing.T) {
 	type row struct {
 		mode  Mode

@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// This file owns the RuntimePolicy shapes of protocol.md §6.6 and the codecs
-// of runtime.policy.query and runtime.policy.mutate (§5.13, §5.14).
+// This file owns the RuntimePolicy shapes of protocol v0 and the codecs of
+// runtime.policy.query and runtime.policy.mutate.
 
 // RuntimePolicySnapshotMaxBytes bounds an encoded RuntimePolicySnapshot.
 const RuntimePolicySnapshotMaxBytes = 48 * 1024
@@ -144,7 +144,7 @@ func (ChatDefaultsPolicy) PolicyOperationKind() PolicyOperationKind { return Pol
 // PolicyOperationKind implements RuntimePolicySection.
 func (WebSearchPolicy) PolicyOperationKind() PolicyOperationKind { return PolicySetWebSearch }
 
-// RuntimePolicy is the host-wide runtime policy (§6.6).
+// RuntimePolicy is the host-wide runtime policy.
 type RuntimePolicy struct {
 	NetworkProxy          NetworkProxyPolicy          `json:"networkProxy"`
 	Personalization       PersonalizationPolicy       `json:"personalization"`

@@ -10,8 +10,8 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// This file owns the task ledger: the Task shape (protocol.md §6.5) and the
-// codec of task.ledger.query (§5.10).
+// This file owns the task ledger: the Task shape of protocol v0 and the
+// codec of task.ledger.query.
 
 // Task ledger bounds.
 const (

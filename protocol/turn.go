@@ -5,10 +5,10 @@ import (
 	"strings"
 )
 
-// This file owns MessageContent and TurnSnapshot (protocol.md §6.1, §6.2)
-// and the codecs of turn.start, turn.query and turn.stop (§5.2–§5.4).
+// This file owns the MessageContent and TurnSnapshot shapes of protocol v0
+// and the codecs of turn.start, turn.query and turn.stop.
 
-// Message content bounds (protocol.md §6.1).
+// Message content bounds.
 const (
 	MessageTextMaxBytes     = 48 * 1024 // text and displayText, UTF-8 bytes
 	MessageContentMaxBytes  = 52 * 1024 // the normalized content, encoded

@@ -6,8 +6,8 @@ import (
 	"github.com/maka-agent/maka/internal/wireredact"
 )
 
-// This file owns the credential vault shapes of protocol.md §6.8 and the
-// codecs of credential.vault.query / set / delete (§5.20–§5.22).
+// This file owns the credential vault shapes of protocol v0 and the codecs
+// of credential.vault.query / set / delete.
 
 // CredentialSecretMaxBytes bounds a secret in UTF-8 bytes.
 const CredentialSecretMaxBytes = 10 * 1024

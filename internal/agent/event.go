@@ -1,6 +1,6 @@
 // Package agent runs one turn of an agent: it streams model steps, settles
 // the tool calls of each step concurrently, and continues until a step has
-// no tool calls, the step cap, a stop, or a failure (runtime.md §1). Every
+// no tool calls, the step cap, a stop, or a failure. Every
 // event goes through a Sink, which persists it before anyone sees it; the
 // turn ends with exactly one Outcome.
 //

@@ -1,5 +1,5 @@
 // Package config coordinates the runtime policy, the connection catalog and
-// the credential vault of the Runtime Host (domain.md §6).
+// the credential vault of the host.
 //
 // A Coordinator serves the ten operations of the three stores. Each store is
 // one revisioned JSON document persisted through [Documents] with
@@ -64,7 +64,8 @@ var (
 	ErrActivationPoisoned = errors.New(MessageActivationPoisoned)
 )
 
-// Error messages of the operations (domain.md §6.3).
+// Error messages of the operations, as the wire carries them (failure maps
+// each error to its code and message).
 const (
 	MessagePersistenceFailed      = "Runtime policy persistence failed"
 	MessageCommitOutcomeUnknown   = "Runtime policy commit outcome is unknown"
@@ -265,7 +266,13 @@ const (
 
 var internalFailure = host.Fail(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
 
-// failure maps an error to the outcome of domain.md §6.3.
+// failure maps an error to the outcome of an operation of class: a poisoned
+// gate is internal_failure; an unknown commit outcome is
+// commit_outcome_unknown for a mutation and internal_failure otherwise; a
+// revision mismatch or a cancelled context is internal_failure; a storage or
+// stored-document fault is persistence_failed; invalid input is
+// invalid_request for a mutation, and for a credential query whose
+// credential input is invalid; anything else is internal_failure.
 func failure(err error, class opClass) host.Outcome {
 	var (
 		se  *storeError

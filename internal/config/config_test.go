@@ -753,8 +753,9 @@ func connectionsWithItems(n int) []Connection {
 	return conns
 }
 
-// flatten is the expected item order of §6.2, written independently of the
-// coordinator's pager.
+// flatten is the expected order of catalog items (each connection's header,
+// then its enabled model ids, then its models), written independently of
+// the coordinator's pager.
 func flatten(conns []Connection) []protocol.CatalogItem {
 	var out []protocol.CatalogItem
 	for i, c := range conns {

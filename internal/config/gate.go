@@ -7,7 +7,8 @@ import (
 	"sync"
 )
 
-// gate is the activation gate of domain.md §6.4. Entries are admitted in
+// gate is the activation gate that orders mutations of the three
+// documents against backend activations. Entries are admitted in
 // arrival order: a mutation waits for every entry that arrived before it
 // (the previous mutation and every earlier activation), an activation waits
 // only for the mutations that arrived before it. Each entry captures the

@@ -2,7 +2,6 @@ package domain
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 
@@ -12,7 +11,8 @@ import (
 
 // storeDocuments keeps the configuration documents (runtime policy,
 // connection catalog, credential vault metadata) in the store's documents
-// table, with compare-and-set on their revision.
+// table (store.ReadDocument, store.WriteDocument), with compare-and-set on
+// their revision.
 type storeDocuments struct {
 	st *store.Store
 }
@@ -21,36 +21,24 @@ var _ config.Documents = storeDocuments{}
 
 func (d storeDocuments) Load(ctx context.Context, name string) (revision int64, body []byte, found bool, err error) {
 	err = d.st.Read(ctx, func(q store.Querier) error {
-		var text string
-		switch err := q.QueryRow(`SELECT revision, body FROM documents WHERE name = ?`, name).Scan(&revision, &text); {
-		case errors.Is(err, sql.ErrNoRows):
-			return nil
-		case err != nil:
-			return err
-		}
-		body, found = []byte(text), true
-		return nil
+		revision, body, found, err = store.ReadDocument(q, name)
+		return err
 	})
 	return revision, body, found, err
 }
 
 func (d storeDocuments) Store(ctx context.Context, name string, prev, next int64, body []byte) error {
+	if next != prev+1 {
+		return fmt.Errorf("documents: %s: next revision %d is not %d", name, next, prev+1)
+	}
 	err := d.st.Write(ctx, func(tx *store.Tx) error {
-		var current int64
-		switch err := tx.QueryRow(`SELECT revision FROM documents WHERE name = ?`, name).Scan(&current); {
-		case errors.Is(err, sql.ErrNoRows):
-			current = 0
-		case err != nil:
-			return err
-		}
-		if current != prev {
-			return config.ErrRevisionMismatch
-		}
-		_, err := tx.Exec(`INSERT INTO documents (name, revision, body) VALUES (?, ?, ?)
-			ON CONFLICT (name) DO UPDATE SET revision = excluded.revision, body = excluded.body`, name, next, string(body))
+		_, err := store.WriteDocument(tx, name, body, prev)
 		return err
 	})
-	if errors.Is(err, store.ErrCommitOutcomeUnknown) {
+	switch {
+	case errors.Is(err, store.ErrRevisionMismatch):
+		return config.ErrRevisionMismatch
+	case errors.Is(err, store.ErrCommitOutcomeUnknown):
 		return fmt.Errorf("%w: %w", config.ErrCommitOutcomeUnknown, err)
 	}
 	return err

@@ -2,7 +2,6 @@ package sessions
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,18 +63,22 @@ func (p Permissions) ToolRules() (rules []tools.Rule, skipped []string) {
 }
 
 func loadRootPermissions(q store.Querier) (rootPermissionsDoc, error) {
-	var body string
+	doc, _, err := loadRootPermissionsRevision(q)
+	return doc, err
+}
+
+// loadRootPermissionsRevision reads the root_permissions document and its
+// revision (0 when it was never written).
+func loadRootPermissionsRevision(q store.Querier) (rootPermissionsDoc, int64, error) {
 	var doc rootPermissionsDoc
-	switch err := q.QueryRow(`SELECT body FROM documents WHERE name = ?`, rootPermissionsDocument).Scan(&body); {
-	case errors.Is(err, sql.ErrNoRows):
-		return doc, nil
-	case err != nil:
-		return doc, err
+	rev, body, found, err := store.ReadDocument(q, rootPermissionsDocument)
+	if err != nil || !found {
+		return doc, rev, err
 	}
-	if err := json.Unmarshal([]byte(body), &doc); err != nil {
-		return doc, fmt.Errorf("%w: root permissions: %w", errCorrupt, err)
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return doc, rev, fmt.Errorf("%w: root permissions: %w", errCorrupt, err)
 	}
-	return doc, nil
+	return doc, rev, nil
 }
 
 // LoadPermissions reads the permission policy of sessionID inside a store
@@ -258,8 +261,11 @@ func (s *Service) handleRootPermissionsSet(ctx context.Context, call *host.Call)
 	var doc rootPermissionsDoc
 	err := s.gate.Run(ctx, rootLane, func(ctx context.Context, _ *lane.Lease) error {
 		return s.st.Write(ctx, func(tx *store.Tx) error {
-			var err error
-			if doc, err = loadRootPermissions(tx); err != nil {
+			var (
+				rev int64
+				err error
+			)
+			if doc, rev, err = loadRootPermissionsRevision(tx); err != nil {
 				return err
 			}
 			if in.Sandbox != "" {
@@ -272,8 +278,7 @@ func (s *Service) handleRootPermissionsSet(ctx context.Context, call *host.Call)
 			if err != nil {
 				return err
 			}
-			_, err = tx.Exec(`INSERT INTO documents (name, revision, body) VALUES (?, 1, ?)
-				ON CONFLICT (name) DO UPDATE SET revision = revision + 1, body = excluded.body`, rootPermissionsDocument, body)
+			_, err = store.WriteDocument(tx, rootPermissionsDocument, []byte(body), rev)
 			return err
 		})
 	})

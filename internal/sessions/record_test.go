@@ -551,7 +551,7 @@ func TestSetSessionStatus(t *testing.T) {
 }
 
 // TestTranscriptPageExactByteBound walks the size of a text across the
-// point where it stops fitting a page, byte by byte.
+// point where it stops fitting a page, byte by byte (see sweepStep).
 func TestTranscriptPageExactByteBound(t *testing.T) {
 	f := newFixture(t)
 	sessionID := func(n int, tail bool) string {
@@ -567,7 +567,7 @@ func TestTranscriptPageExactByteBound(t *testing.T) {
 	room := protocol.SessionTranscriptPageMaxBytes - used
 	lo, hi := room-40, min(room+5, protocol.TranscriptTextMaxBytes)
 	err := f.st.Write(testCtx(t), func(tx *store.Tx) error {
-		for n := lo; n <= hi; n++ {
+		for n := lo; n <= hi; n += sweepStep() {
 			for _, tail := range []bool{false, true} {
 				sid := sessionID(n, tail)
 				if _, err := tx.Exec(`INSERT INTO sessions (session_id, created_at, last_used_at, status, document) VALUES (?, 1, 1, 'active', '{"workspace":{"kind":"host_path","path":"/w"},"modelTarget":{"kind":"default"},"permissionMode":"ask"}')`, sid); err != nil {
@@ -592,7 +592,7 @@ func TestTranscriptPageExactByteBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	sawBoth := map[int]bool{}
-	for n := lo; n <= hi; n++ {
+	for n := lo; n <= hi; n += sweepStep() {
 		for _, tail := range []bool{false, true} {
 			sid := sessionID(n, tail)
 			page := expectOK[protocol.SessionTranscriptPage](t, f.transcriptPage(sid, "", 64))

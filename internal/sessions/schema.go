@@ -6,15 +6,19 @@ import (
 	"github.com/maka-agent/maka/internal/store"
 )
 
-// catalogDocument names the row of the store's documents table whose
+// catalogDocument names the document of the store's documents table whose
 // revision is the session catalog revision (CatalogRevision of
-// docs/protocol.md): it advances on every session create and every change of
-// a catalog field (lifecycle, status, lastUsedAt).
+// docs/protocol.md): it advances (store.AdvanceDocument) on every session
+// create and every change of a catalog field (lifecycle, status,
+// lastUsedAt). Before the first change it does not exist and the revision
+// is 0.
 const catalogDocument = "session_catalog"
 
-// Migration is schema version 2 of the store: the session catalog indexes,
-// the catalog revision and the transcript table. It relies only on the
-// built-in version 1 tables (sessions, run_events, documents).
+// Migration is schema version 2 of the store: the session catalog indexes
+// and the transcript table. It relies only on the built-in version 1 table
+// sessions. (Databases migrated before the store owned the documents table
+// also hold the catalog document at revision 0, which reads the same as an
+// absent one.)
 //
 // messages holds one row per transcript message of a session, in the order
 // the session produced them (seq, 1, 2, … per session). role is user,
@@ -45,8 +49,6 @@ func migrate(tx *sql.Tx) error {
 		)`,
 		// Finishing a streamed message or a tool call finds its row by id.
 		`CREATE INDEX messages_by_id ON messages (session_id, message_id)`,
-		`INSERT INTO documents (name, revision, body) VALUES ('` + catalogDocument + `', 0, '{}')
-			ON CONFLICT (name) DO NOTHING`,
 	} {
 		if _, err := tx.Exec(q); err != nil {
 			return err

@@ -258,17 +258,12 @@ func (h header) identity() protocol.SessionContinuityIdentity {
 
 // bumpCatalog advances the catalog revision.
 func bumpCatalog(tx *store.Tx) error {
-	_, err := tx.Exec(`UPDATE documents SET revision = revision + 1 WHERE name = ?`, catalogDocument)
-	return err
+	return store.AdvanceDocument(tx, catalogDocument)
 }
 
-// catalogRevision reads the catalog revision.
+// catalogRevision reads the catalog revision (0 before the first change).
 func catalogRevision(q store.Querier) (int64, error) {
-	var rev int64
-	err := q.QueryRow(`SELECT revision FROM documents WHERE name = ?`, catalogDocument).Scan(&rev)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
+	rev, _, _, err := store.ReadDocument(q, catalogDocument)
 	return rev, err
 }
 

@@ -1007,9 +1007,19 @@ func TestMigrationLeavesRoomForLaterVersions(t *testing.T) {
 	}
 }
 
+// sweepStep is the step of the byte-bound sweeps: every byte, or every
+// fifth with -short (.ci/run also runs the sweeps in full).
+func sweepStep() int {
+	if testing.Short() {
+		return 5
+	}
+	return 1
+}
+
 // TestCatalogPageExactByteBound walks a session's size across the point
-// where it stops fitting a page, byte by byte: every page stays within the
-// bound and holds every session that fits, counting the next cursor.
+// where it stops fitting a page, byte by byte (see sweepStep): every page
+// stays within the bound and holds every session that fits, counting the
+// next cursor.
 func TestCatalogPageExactByteBound(t *testing.T) {
 	mk := func(id string, at int64, pathLen int) header {
 		return header{ID: id, CreatedAt: at, LastUsedAt: at, Status: string(protocol.SessionActive), Doc: sessionDoc{
@@ -1035,7 +1045,7 @@ func TestCatalogPageExactByteBound(t *testing.T) {
 	room := protocol.SessionCatalogPageMaxBytes - used - 1 - (fixed - 1)
 	seen := map[int]bool{}
 	for _, tail := range []bool{false, true} {
-		for pathLen := room - 80; pathLen <= room+20; pathLen++ {
+		for pathLen := room - 80; pathLen <= room+20; pathLen += sweepStep() {
 			// Eleven sessions of ~4.2 KB, then the one whose size varies,
 			// then (with tail) one more, so that a cursor is needed.
 			var hs []header

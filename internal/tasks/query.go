@@ -118,7 +118,7 @@ func (l *Ledger) Handlers() host.Handlers {
 	return host.Handlers{protocol.OpTaskLedgerQuery: l.serveQuery}
 }
 
-// serveQuery serves task.ledger.query (protocol.md §5.10). Failures to read
+// serveQuery serves task.ledger.query. Failures to read
 // the ledger are logged and answered with internal_failure, the only
 // failure code the operation declares for them.
 func (l *Ledger) serveQuery(ctx context.Context, call *host.Call) host.Outcome {

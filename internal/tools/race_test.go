@@ -11,13 +11,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Race bounds: a tool is called at most raceCalls times while the
+// Race bounds: a tool is called at most raceCalls() times while the
 // exchanger swaps at most raceSwaps times; both stop early when the test
 // ends or an escape is seen.
-const (
-	raceCalls = 3000
-	raceSwaps = 50_000_000
-)
+const raceSwaps = 50_000_000
+
+// raceCalls is 3000 calls a case, 300 with -short (.ci/run also runs the
+// race tests in full).
+func raceCalls() int {
+	if testing.Short() {
+		return 300
+	}
+	return 3000
+}
 
 // outsideSecret marks the file outside the workspace the race tests try
 // to reach.
@@ -114,7 +120,7 @@ func TestParentSwappedForASymlinkIsNotFollowed(t *testing.T) {
 			defer cancel()
 			stop := exchangeParent(t, ctx, env.Workspace, out, "f")
 			calls, escaped := 0, false
-			for ; calls < raceCalls && !escaped && ctx.Err() == nil; calls++ {
+			for ; calls < raceCalls() && !escaped && ctx.Err() == nil; calls++ {
 				r := runCtx(t, ctx, tool, env, tt.args)
 				escaped = tt.escaped(r, out)
 			}
@@ -150,7 +156,7 @@ func TestParentSwappedForALinkToTheHostIsRefused(t *testing.T) {
 			defer cancel()
 			stop := exchangeParent(t, ctx, env.Workspace, filepath.Join(".config", "Maka"), "credentials.json")
 			calls, escaped := 0, false
-			for ; calls < raceCalls && !escaped && ctx.Err() == nil; calls++ {
+			for ; calls < raceCalls() && !escaped && ctx.Err() == nil; calls++ {
 				r := runCtx(t, ctx, tool, env, tt.args)
 				escaped = strings.Contains(shown(r), fakeVaultKey)
 			}

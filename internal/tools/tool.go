@@ -1,6 +1,6 @@
 // Package tools holds the host's built-in tools (Read, Write, Edit, Bash,
 // Glob, Grep), the permission engine that decides whether a call may run
-// (runtime.md §4.4), and the settlement rules around a call (argument
+// (docs/security.md, What a model can make tools do), and the settlement rules around a call (argument
 // checks, the repeated-identical-failure gate, output caps, redaction).
 package tools
 
@@ -11,7 +11,7 @@ import (
 	"github.com/maka-agent/maka/internal/sandbox"
 )
 
-// ActivityKind values (protocol.md §7 tool_start.activityKind).
+// ActivityKind values: the activityKind of a subscription's tool_start event.
 const (
 	ActivityRead    = "read"
 	ActivitySearch  = "search"
