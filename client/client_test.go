@@ -176,7 +176,7 @@ func (p *projections) read(_ context.Context, sessionID string) (continuity.Proj
 
 type composition struct {
 	handlers host.Handlers
-	coord    *continuity.Coordinator
+	coord    *continuity.Publisher
 	gate     *lane.Gate
 }
 
@@ -193,7 +193,7 @@ type fixture struct {
 	t      *testing.T
 	root   string
 	kernel *host.Kernel
-	coord  *continuity.Coordinator
+	coord  *continuity.Publisher
 	store  *projections
 
 	mu sync.Mutex

@@ -181,7 +181,7 @@ func decodeConnection(d *protocol.D, v protocol.Value, path string) Connection {
 }
 
 // loadCatalog returns the stored catalog (empty at revision 0 when absent).
-func (c *Coordinator) loadCatalog(ctx context.Context) (Catalog, error) {
+func (c *Settings) loadCatalog(ctx context.Context) (Catalog, error) {
 	rev, body, found, err := c.load(ctx, DocConnectionCatalog)
 	if err != nil {
 		return Catalog{}, err
@@ -199,7 +199,7 @@ func (c *Coordinator) loadCatalog(ctx context.Context) (Catalog, error) {
 
 // storeCatalog writes next as the revision after prev and returns the new
 // revision. next must be a valid catalog: it is checked as a read would.
-func (c *Coordinator) storeCatalog(ctx context.Context, prev int64, next Catalog) (int64, error) {
+func (c *Settings) storeCatalog(ctx context.Context, prev int64, next Catalog) (int64, error) {
 	body, err := encodeCatalog(next)
 	if err != nil {
 		return 0, err
@@ -348,7 +348,7 @@ func (c *Catalog) page(start protocol.CatalogCursor) (protocol.CatalogPage, erro
 
 // ---- handlers ----
 
-func (c *Coordinator) catalogQuery(ctx context.Context, call *host.Call) host.Outcome {
+func (c *Settings) catalogQuery(ctx context.Context, call *host.Call) host.Outcome {
 	in, ok := call.Input.(protocol.CatalogQueryInput)
 	if !ok {
 		return internalFailure
@@ -374,7 +374,7 @@ func (c *Coordinator) catalogQuery(ctx context.Context, call *host.Call) host.Ou
 	return host.OK(page)
 }
 
-func (c *Coordinator) catalogCreate(ctx context.Context, call *host.Call) host.Outcome {
+func (c *Settings) catalogCreate(ctx context.Context, call *host.Call) host.Outcome {
 	in, ok := call.Input.(protocol.CatalogCreateInput)
 	if !ok {
 		return internalFailure
@@ -429,7 +429,7 @@ func staleConnection(cat *Catalog, expected protocol.ConnectionVersionBasis) (in
 
 // mutateCatalogAt runs fn in a catalog mutation if the catalog is still at
 // expected, answering revision_conflict otherwise.
-func (c *Coordinator) mutateCatalogAt(ctx context.Context, expected int64,
+func (c *Settings) mutateCatalogAt(ctx context.Context, expected int64,
 	fn func(ctx context.Context, cat Catalog) (any, bool, error)) host.Outcome {
 	return c.mutate(ctx, func(ctx context.Context) (any, bool, error) {
 		cat, err := c.loadCatalog(ctx)
@@ -445,7 +445,7 @@ func (c *Coordinator) mutateCatalogAt(ctx context.Context, expected int64,
 
 // mutateConnection runs fn in a catalog mutation on the connection named by
 // expected, answering connection_stale when it is gone or has moved on.
-func (c *Coordinator) mutateConnection(ctx context.Context, expected protocol.ConnectionVersionBasis,
+func (c *Settings) mutateConnection(ctx context.Context, expected protocol.ConnectionVersionBasis,
 	fn func(ctx context.Context, cat Catalog, i int) (any, bool, error)) host.Outcome {
 	return c.mutate(ctx, func(ctx context.Context) (any, bool, error) {
 		cat, err := c.loadCatalog(ctx)
@@ -460,7 +460,7 @@ func (c *Coordinator) mutateConnection(ctx context.Context, expected protocol.Co
 	})
 }
 
-func (c *Coordinator) catalogUpdate(ctx context.Context, call *host.Call) host.Outcome {
+func (c *Settings) catalogUpdate(ctx context.Context, call *host.Call) host.Outcome {
 	in, ok := call.Input.(protocol.CatalogUpdateInput)
 	if !ok {
 		return internalFailure
@@ -492,7 +492,7 @@ func (c *Coordinator) catalogUpdate(ctx context.Context, call *host.Call) host.O
 	})
 }
 
-func (c *Coordinator) catalogRemove(ctx context.Context, call *host.Call) host.Outcome {
+func (c *Settings) catalogRemove(ctx context.Context, call *host.Call) host.Outcome {
 	in, ok := call.Input.(protocol.CatalogRemoveInput)
 	if !ok {
 		return internalFailure
@@ -513,7 +513,7 @@ func (c *Coordinator) catalogRemove(ctx context.Context, call *host.Call) host.O
 	})
 }
 
-func (c *Coordinator) catalogSetDefaultTarget(ctx context.Context, call *host.Call) host.Outcome {
+func (c *Settings) catalogSetDefaultTarget(ctx context.Context, call *host.Call) host.Outcome {
 	in, ok := call.Input.(protocol.CatalogSetDefaultTargetInput)
 	if !ok {
 		return internalFailure

@@ -1,7 +1,7 @@
 // Package config coordinates the runtime policy, the connection catalog and
 // the credential vault of the host.
 //
-// A Coordinator serves the ten operations of the three stores. Each store is
+// A Settings serves the ten operations of the three stores. Each store is
 // one revisioned JSON document persisted through [Documents] with
 // compare-and-set on its revision; the document revision is the revision the
 // wire reports (policy revision, catalog revision, vault revision). Secrets
@@ -10,7 +10,7 @@
 //
 // Every mutation goes through the activation gate: it starts only after the
 // previous mutation and every backend activation that began before it have
-// finished, and backend activations ([Coordinator.Activate]) wait for the
+// finished, and backend activations ([Settings.Activate]) wait for the
 // mutations queued before them while running concurrently with each other.
 // After a committed mutation, or one whose commit outcome is unknown, the
 // coordinator runs the Invalidate option before replying; if that fails, the
@@ -75,7 +75,7 @@ const (
 	MessageActivationPoisoned     = "Runtime policy activation is poisoned"
 )
 
-// Options configures a Coordinator. Every field is optional.
+// Options configures a Settings. Every field is optional.
 type Options struct {
 	// Invalidate drops cached idle backends after a committed (or possibly
 	// committed) mutation. It runs inside the mutation's gate slot, before
@@ -90,17 +90,17 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Coordinator serves runtime.policy.*, connection.catalog.* and
+// Settings serves runtime.policy.*, connection.catalog.* and
 // credential.vault.* and owns the activation gate.
-type Coordinator struct {
+type Settings struct {
 	docs    Documents
 	secrets *SecretFile
 	opts    Options
 	gate    gate
 }
 
-// New returns a Coordinator persisting through docs and secrets.
-func New(docs Documents, secrets *SecretFile, opts Options) (*Coordinator, error) {
+// New returns a Settings persisting through docs and secrets.
+func New(docs Documents, secrets *SecretFile, opts Options) (*Settings, error) {
 	if docs == nil {
 		return nil, errors.New("config: no document store")
 	}
@@ -110,11 +110,11 @@ func New(docs Documents, secrets *SecretFile, opts Options) (*Coordinator, error
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Coordinator{docs: docs, secrets: secrets, opts: opts}, nil
+	return &Settings{docs: docs, secrets: secrets, opts: opts}, nil
 }
 
 // Handlers returns the handlers of the ten operations.
-func (c *Coordinator) Handlers() host.Handlers {
+func (c *Settings) Handlers() host.Handlers {
 	return host.Handlers{
 		protocol.OpRuntimePolicyQuery:                c.policyQuery,
 		protocol.OpRuntimePolicyMutate:               c.policyMutate,
@@ -134,7 +134,7 @@ func (c *Coordinator) Handlers() host.Handlers {
 // mutations queued while fn runs wait for it. It returns an error wrapping
 // ErrActivationPoisoned without running fn once the gate is poisoned, the
 // context's error if ctx ends while waiting, and fn's error otherwise.
-func (c *Coordinator) Activate(ctx context.Context, fn func() error) error {
+func (c *Settings) Activate(ctx context.Context, fn func() error) error {
 	slot, err := c.gate.enter(ctx, false)
 	if err != nil {
 		return err
@@ -144,12 +144,12 @@ func (c *Coordinator) Activate(ctx context.Context, fn func() error) error {
 }
 
 // Policy returns the current runtime policy snapshot.
-func (c *Coordinator) Policy(ctx context.Context) (protocol.RuntimePolicySnapshot, error) {
+func (c *Settings) Policy(ctx context.Context) (protocol.RuntimePolicySnapshot, error) {
 	return c.loadPolicy(ctx)
 }
 
 // Catalog returns the current connection catalog.
-func (c *Coordinator) Catalog(ctx context.Context) (Catalog, error) {
+func (c *Settings) Catalog(ctx context.Context) (Catalog, error) {
 	return c.loadCatalog(ctx)
 }
 
@@ -164,7 +164,7 @@ type mutationFunc func(ctx context.Context) (result any, committed bool, err err
 
 // mutate runs fn in the gate and invalidates backends after a committed or
 // possibly committed outcome.
-func (c *Coordinator) mutate(ctx context.Context, fn mutationFunc) host.Outcome {
+func (c *Settings) mutate(ctx context.Context, fn mutationFunc) host.Outcome {
 	slot, err := c.gate.enter(ctx, true)
 	if err != nil {
 		return failure(err, classMutation)
@@ -306,7 +306,7 @@ func failure(err error, class opClass) host.Outcome {
 // ---- documents ----
 
 // load reads a document; a missing document has revision 0.
-func (c *Coordinator) load(ctx context.Context, name string) (int64, []byte, bool, error) {
+func (c *Settings) load(ctx context.Context, name string) (int64, []byte, bool, error) {
 	rev, body, found, err := c.docs.Load(ctx, name)
 	switch {
 	case err != nil:
@@ -320,7 +320,7 @@ func (c *Coordinator) load(ctx context.Context, name string) (int64, []byte, boo
 }
 
 // store writes revision prev+1 of a document.
-func (c *Coordinator) store(ctx context.Context, name string, prev int64, body []byte) (int64, error) {
+func (c *Settings) store(ctx context.Context, name string, prev int64, body []byte) (int64, error) {
 	if prev >= protocol.MaxSafeInteger {
 		return 0, fmt.Errorf("config: %s revision exhausted", name)
 	}

@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 
 type harness struct {
 	t       *testing.T
-	c       *Coordinator
+	c       *Settings
 	docs    *MemoryDocuments
 	secrets *SecretFile
 

@@ -39,7 +39,7 @@ func decodePolicy(body []byte) (protocol.RuntimePolicy, error) {
 }
 
 // loadPolicy returns the stored snapshot, or the defaults at revision 0.
-func (c *Coordinator) loadPolicy(ctx context.Context) (protocol.RuntimePolicySnapshot, error) {
+func (c *Settings) loadPolicy(ctx context.Context) (protocol.RuntimePolicySnapshot, error) {
 	rev, body, found, err := c.load(ctx, DocRuntimePolicy)
 	if err != nil {
 		return protocol.RuntimePolicySnapshot{}, err
@@ -59,7 +59,7 @@ func (c *Coordinator) loadPolicy(ctx context.Context) (protocol.RuntimePolicySna
 	return snap, nil
 }
 
-func (c *Coordinator) policyQuery(ctx context.Context, call *host.Call) host.Outcome {
+func (c *Settings) policyQuery(ctx context.Context, call *host.Call) host.Outcome {
 	if _, ok := call.Input.(protocol.RuntimePolicyQueryInput); !ok {
 		return internalFailure
 	}
@@ -70,7 +70,7 @@ func (c *Coordinator) policyQuery(ctx context.Context, call *host.Call) host.Out
 	return host.OK(snap)
 }
 
-func (c *Coordinator) policyMutate(ctx context.Context, call *host.Call) host.Outcome {
+func (c *Settings) policyMutate(ctx context.Context, call *host.Call) host.Outcome {
 	in, ok := call.Input.(protocol.RuntimePolicyMutateInput)
 	if !ok || in.Operation.Value == nil {
 		return internalFailure

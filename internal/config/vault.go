@@ -89,7 +89,7 @@ func decodeVault(body []byte) ([]vaultEntry, error) {
 	})
 }
 
-func (c *Coordinator) loadVault(ctx context.Context) (vault, error) {
+func (c *Settings) loadVault(ctx context.Context) (vault, error) {
 	rev, body, found, err := c.load(ctx, DocCredentialVault)
 	if err != nil || !found {
 		return vault{}, err
@@ -116,7 +116,7 @@ func LocatorKey(l protocol.CredentialLocator) string {
 // the locator names a connection that does not exist, and an inputError when
 // the connection's provider takes no credential of the locator's kind. cat
 // is loaded only for connection locators and returned (nil otherwise).
-func (c *Coordinator) checkLocator(ctx context.Context, l protocol.CredentialLocator) (*Catalog, bool, error) {
+func (c *Settings) checkLocator(ctx context.Context, l protocol.CredentialLocator) (*Catalog, bool, error) {
 	if l.Scope != protocol.CredentialScopeConnection {
 		return nil, true, nil
 	}
@@ -157,7 +157,7 @@ func withoutOrphans(entries []vaultEntry, cat *Catalog) []vaultEntry {
 // if any, replacing its locator's). The secret file is written first and
 // restored if the document write fails for certain; after an unknown commit
 // outcome it keeps the new secrets.
-func (c *Coordinator) writeVault(ctx context.Context, prev int64, entries []vaultEntry, set *protocol.CredentialLocator, secret string) (int64, error) {
+func (c *Settings) writeVault(ctx context.Context, prev int64, entries []vaultEntry, set *protocol.CredentialLocator, secret string) (int64, error) {
 	if len(entries) > VaultMaxEntries {
 		return 0, invalidCredential("vault holds more than %d credentials", VaultMaxEntries)
 	}
@@ -195,7 +195,7 @@ func (c *Coordinator) writeVault(ctx context.Context, prev int64, entries []vaul
 // dropConnectionCredentials removes, best effort, the credentials of the
 // connections missing from cat after a committed removal. A failure leaves
 // orphans that the next vault write drops.
-func (c *Coordinator) dropConnectionCredentials(ctx context.Context, cat *Catalog) {
+func (c *Settings) dropConnectionCredentials(ctx context.Context, cat *Catalog) {
 	v, err := c.loadVault(ctx)
 	if err != nil {
 		return
@@ -210,7 +210,7 @@ func (c *Coordinator) dropConnectionCredentials(ctx context.Context, cat *Catalo
 
 // ---- handlers ----
 
-func (c *Coordinator) vaultQuery(ctx context.Context, call *host.Call) host.Outcome {
+func (c *Settings) vaultQuery(ctx context.Context, call *host.Call) host.Outcome {
 	in, ok := call.Input.(protocol.CredentialVaultQueryInput)
 	if !ok {
 		return internalFailure
@@ -233,7 +233,7 @@ func (c *Coordinator) vaultQuery(ctx context.Context, call *host.Call) host.Outc
 	return host.OK(protocol.CredentialStatusResult{Status: status})
 }
 
-func (c *Coordinator) vaultSet(ctx context.Context, call *host.Call) host.Outcome {
+func (c *Settings) vaultSet(ctx context.Context, call *host.Call) host.Outcome {
 	in, ok := call.Input.(protocol.CredentialVaultSetInput)
 	if !ok {
 		return internalFailure
@@ -283,7 +283,7 @@ func (c *Coordinator) vaultSet(ctx context.Context, call *host.Call) host.Outcom
 	})
 }
 
-func (c *Coordinator) vaultDelete(ctx context.Context, call *host.Call) host.Outcome {
+func (c *Settings) vaultDelete(ctx context.Context, call *host.Call) host.Outcome {
 	in, ok := call.Input.(protocol.CredentialVaultDeleteInput)
 	if !ok {
 		return internalFailure

@@ -30,7 +30,7 @@ func (f *rootIdentity) holdsBack(root *protocol.TurnSnapshot) bool {
 // subscribers. The caller must be inside the session's lane. Installing the
 // same fence again is a no-op; the canonical root must be that turn and not
 // terminal, and no other fence may be held.
-func (c *Coordinator) InstallFence(ctx context.Context, sessionID, turnID, runID string) error {
+func (c *Publisher) InstallFence(ctx context.Context, sessionID, turnID, runID string) error {
 	p, found, err := c.read(ctx, sessionID)
 	if err != nil {
 		return err
@@ -68,7 +68,7 @@ func (c *Coordinator) InstallFence(ctx context.Context, sessionID, turnID, runID
 // PublishTerminal publishes the terminal snapshot of the fenced root turn
 // (turnID, runID) of sessionID and lifts the fence. The caller must be
 // inside the session's lane, after the turn's terminal fact is durable.
-func (c *Coordinator) PublishTerminal(ctx context.Context, sessionID, turnID, runID string) error {
+func (c *Publisher) PublishTerminal(ctx context.Context, sessionID, turnID, runID string) error {
 	p, found, err := c.read(ctx, sessionID)
 	if err != nil {
 		return err
@@ -81,7 +81,7 @@ func (c *Coordinator) PublishTerminal(ctx context.Context, sessionID, turnID, ru
 	return err
 }
 
-func (c *Coordinator) publishTerminalLocked(sessionID string, p Projection, found bool, id rootIdentity) ([]*subscriber, error) {
+func (c *Publisher) publishTerminalLocked(sessionID string, p Projection, found bool, id rootIdentity) ([]*subscriber, error) {
 	st := c.sessions[sessionID]
 	if c.closed || st == nil {
 		return nil, nil
@@ -100,7 +100,7 @@ func (c *Coordinator) publishTerminalLocked(sessionID string, p Projection, foun
 // ReleaseFence lifts the fence of (turnID, runID) without publishing, for a
 // turn that failed before its run started; a later refresh publishes
 // whatever is canonical then.
-func (c *Coordinator) ReleaseFence(sessionID, turnID, runID string) {
+func (c *Publisher) ReleaseFence(sessionID, turnID, runID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st := c.sessions[sessionID]; st != nil && st.fence != nil && *st.fence == (rootIdentity{turnID, runID}) {

@@ -69,12 +69,12 @@ type Composition struct {
 	log      *slog.Logger
 	st       *store.Store
 	gate     *lane.Gate
-	cont     *continuity.Coordinator
-	config   *config.Coordinator
+	cont     *continuity.Publisher
+	config   *config.Settings
 	sessions *sessions.Service
 	tasks    *tasks.Ledger
-	turns    *turns.Coordinator // the session owner; it owns cont
-	msgs     *messages.Coordinator
+	turns    *turns.Owner // the session owner; it owns cont
+	msgs     *messages.Receipts
 	secrets  *config.SecretFile
 	// forgetSecrets stops tool results being redacted for this vault.
 	forgetSecrets func()
@@ -277,7 +277,7 @@ func (c *Composition) Close(ctx context.Context) error {
 }
 
 // Turns returns the session owner.
-func (c *Composition) Turns() *turns.Coordinator { return c.turns }
+func (c *Composition) Turns() *turns.Owner { return c.turns }
 
 // Gate returns the session lanes.
 func (c *Composition) Gate() *lane.Gate { return c.gate }

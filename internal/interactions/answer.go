@@ -19,7 +19,7 @@ func internalFailure() host.Outcome {
 // handleQuery serves interaction.query (domain.md §4.4): in the named
 // session's lane, the snapshot of an interaction of that session, in any
 // state.
-func (c *Coordinator) handleQuery(ctx context.Context, call *host.Call) host.Outcome {
+func (c *Authority) handleQuery(ctx context.Context, call *host.Call) host.Outcome {
 	in := call.Input.(protocol.InteractionQueryInput)
 	if c.Err() != nil {
 		return internalFailure()
@@ -48,7 +48,7 @@ func (c *Coordinator) handleQuery(ctx context.Context, call *host.Call) host.Out
 // canonical outcome unless one exists, answering against what is stored.
 // An allow remembered for the turn also resolves the run's other pending
 // permissions with the same scope and settles its later ones.
-func (c *Coordinator) handleAnswer(ctx context.Context, call *host.Call) host.Outcome {
+func (c *Authority) handleAnswer(ctx context.Context, call *host.Call) host.Outcome {
 	in := call.Input.(protocol.InteractionAnswerInput)
 	if c.Err() != nil {
 		return internalFailure()
@@ -77,7 +77,7 @@ func (c *Coordinator) handleAnswer(ctx context.Context, call *host.Call) host.Ou
 	return out
 }
 
-func (c *Coordinator) answerInLane(ctx context.Context, sessionID string, in protocol.InteractionAnswerInput) (host.Outcome, error) {
+func (c *Authority) answerInLane(ctx context.Context, sessionID string, in protocol.InteractionAnswerInput) (host.Outcome, error) {
 	if err := c.Err(); err != nil {
 		return host.Outcome{}, err
 	}

@@ -21,7 +21,7 @@ type resolution struct {
 // running, and so does its session — then republishes the session once
 // and wakes the waiting calls in (createdAt, interactionId) order. The
 // caller is inside the session's lane.
-func (c *Coordinator) commit(ctx context.Context, sessionID string, items []resolution) error {
+func (c *Authority) commit(ctx context.Context, sessionID string, items []resolution) error {
 	if len(items) == 0 {
 		return nil
 	}
@@ -64,7 +64,7 @@ func (c *Coordinator) commit(ctx context.Context, sessionID string, items []reso
 }
 
 // wake hands each committed outcome to the call waiting for it, in order.
-func (c *Coordinator) wake(items []resolution) {
+func (c *Authority) wake(items []resolution) {
 	ws := make([]*waiter, len(items))
 	c.mu.Lock()
 	for i, it := range items {
@@ -130,7 +130,7 @@ func (o *Run) Close(ctx context.Context, reason string) error {
 // sessions, with host_restarted: per session in its lane, in (createdAt,
 // interactionId) order, with one refresh. It must run before any run
 // binds (before turn recovery starts runs).
-func (c *Coordinator) Recover(ctx context.Context) error {
+func (c *Authority) Recover(ctx context.Context) error {
 	c.mu.Lock()
 	bound := c.bound
 	c.mu.Unlock()

@@ -52,7 +52,7 @@ type fixture struct {
 	dom     *domaintest.Domain
 	st      *store.Store
 	gate    *lane.Gate
-	c       *interactions.Coordinator
+	c       *interactions.Authority
 	clock   atomic.Int64 // ms; every Now() call advances it
 	ids     atomic.Int64
 	poisons atomic.Int64
@@ -60,7 +60,7 @@ type fixture struct {
 	closed  bool
 	// provider, when set before open, answers the fixture's turns.
 	provider model.Provider
-	turns    *turns.Coordinator
+	turns    *turns.Owner
 
 	mu       sync.Mutex
 	frames   map[string][]protocol.SessionContinuitySnapshot // by session

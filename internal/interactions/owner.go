@@ -20,7 +20,7 @@ import (
 // (internal/turns) binds it when the run's root turn is launched and holds
 // it until the run's terminal transition.
 type Run struct {
-	c           *Coordinator
+	c           *Authority
 	rs          *runState
 	releaseOnce sync.Once
 }
@@ -28,7 +28,7 @@ type Run struct {
 var _ tools.QuestionAsker = (*Run)(nil)
 
 // BindRun returns the interaction owner of a run that starts.
-func (c *Coordinator) BindRun(sessionID, turnID, runID string) *Run {
+func (c *Authority) BindRun(sessionID, turnID, runID string) *Run {
 	rs := &runState{sessionID: sessionID, turnID: turnID, runID: runID,
 		remembered: make(map[string]protocol.InteractionCanonicalOutcome)}
 	c.mu.Lock()
@@ -119,7 +119,7 @@ func (o *Run) Release() {
 
 // ask admits one request of rs in its session's lane and waits for its
 // outcome; timeout 0 waits without a timeout.
-func (c *Coordinator) ask(ctx context.Context, rs *runState, wire protocol.InteractionRequest, scope string, timeout time.Duration) (protocol.InteractionCanonicalOutcome, error) {
+func (c *Authority) ask(ctx context.Context, rs *runState, wire protocol.InteractionRequest, scope string, timeout time.Duration) (protocol.InteractionCanonicalOutcome, error) {
 	var (
 		w       *waiter
 		settled *protocol.InteractionCanonicalOutcome
@@ -143,7 +143,7 @@ func (c *Coordinator) ask(ctx context.Context, rs *runState, wire protocol.Inter
 // allow, else written durably as pending (run and session waiting for the
 // user) and then published. It returns the waiter of a pending request or
 // the outcome of a settled one.
-func (c *Coordinator) admit(ctx context.Context, rs *runState, wire protocol.InteractionRequest, scope string) (*waiter, *protocol.InteractionCanonicalOutcome, error) {
+func (c *Authority) admit(ctx context.Context, rs *runState, wire protocol.InteractionRequest, scope string) (*waiter, *protocol.InteractionCanonicalOutcome, error) {
 	c.mu.Lock()
 	poisoned, closure := c.poisoned, rs.closure
 	remembered, isRemembered := rs.remembered[scope]
@@ -234,7 +234,7 @@ func (c *Coordinator) admit(ctx context.Context, rs *runState, wire protocol.Int
 // writeFailed handles a failed durable write: an unknown commit outcome
 // poisons the coordinator; a write that certainly did not commit is
 // returned as is.
-func (c *Coordinator) writeFailed(what string, err error) error {
+func (c *Authority) writeFailed(what string, err error) error {
 	if errors.Is(err, store.ErrCommitOutcomeUnknown) || errors.Is(err, errNotPending) || errors.Is(err, errCorrupt) {
 		return c.poison(fmt.Errorf("interactions: %s: %w", what, err))
 	}
@@ -244,7 +244,7 @@ func (c *Coordinator) writeFailed(what string, err error) error {
 // await waits outside the lane for the outcome of w. When the permission
 // timeout fires first, the timeout is committed unless another outcome
 // won the race, which is then returned.
-func (c *Coordinator) await(ctx context.Context, rs *runState, w *waiter, timeout time.Duration) (protocol.InteractionCanonicalOutcome, error) {
+func (c *Authority) await(ctx context.Context, rs *runState, w *waiter, timeout time.Duration) (protocol.InteractionCanonicalOutcome, error) {
 	var expired <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
@@ -280,7 +280,7 @@ func (c *Coordinator) await(ctx context.Context, rs *runState, w *waiter, timeou
 // commitTimeout closes the interaction id timed_out in its session's lane
 // unless it already has an outcome (first durable outcome wins). The
 // waiter is woken either way: by this commit or by the one that won.
-func (c *Coordinator) commitTimeout(ctx context.Context, rs *runState, id string) error {
+func (c *Authority) commitTimeout(ctx context.Context, rs *runState, id string) error {
 	return c.opts.Gate.Run(ctx, rs.sessionID, func(ctx context.Context, _ *lane.Lease) error {
 		var rec record
 		var found bool

@@ -175,7 +175,7 @@ func projection(recs []record) protocol.InteractionProjection {
 
 // Pending reads the pending interactions of sessionID for its canonical
 // projection, like the package function Pending.
-func (c *Coordinator) Pending(q store.Querier, sessionID string) (protocol.InteractionProjection, error) {
+func (c *Authority) Pending(q store.Querier, sessionID string) (protocol.InteractionProjection, error) {
 	return Pending(q, sessionID)
 }
 

@@ -170,7 +170,7 @@ type fixture struct {
 	epochs int
 	dom    *domaintest.Domain
 	st     *store.Store
-	turns  *turns.Coordinator
+	turns  *turns.Owner
 	model  *provider
 	resid  *residencies
 	drains atomic.Int64

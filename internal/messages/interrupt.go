@@ -26,7 +26,7 @@ type interruptPayload struct {
 // after the terminal transition, is the fence's result with the terminal
 // snapshot. An interrupt of a turn that is not the active root is a
 // receipted operation_conflict.
-func (c *Coordinator) handleInterrupt(ctx context.Context, call *host.Call) host.Outcome {
+func (c *Receipts) handleInterrupt(ctx context.Context, call *host.Call) host.Outcome {
 	in := call.Input.(protocol.TurnInterruptInput)
 	switch {
 	case in.OriginHostEpoch != c.opts.HostEpoch:
@@ -45,7 +45,7 @@ func (c *Coordinator) handleInterrupt(ctx context.Context, call *host.Call) host
 	})
 }
 
-func (c *Coordinator) interrupt(ctx context.Context, in protocol.TurnInterruptInput, payload string) (host.Outcome, error) {
+func (c *Receipts) interrupt(ctx context.Context, in protocol.TurnInterruptInput, payload string) (host.Outcome, error) {
 	r, found, err := c.readReceipt(ctx, opInterrupt, in.SessionID, in.InterruptID)
 	switch {
 	case err != nil:
@@ -92,7 +92,7 @@ func (c *Coordinator) interrupt(ctx context.Context, in protocol.TurnInterruptIn
 // claimInLane is the lane step of an interrupt: a receipt written
 // meanwhile, the session checks, then the claim of the active root's stop
 // (or the receipted mismatch).
-func (c *Coordinator) claimInLane(ctx context.Context, in protocol.TurnInterruptInput, payload string) (*host.Outcome, *turns.Interruption, error) {
+func (c *Receipts) claimInLane(ctx context.Context, in protocol.TurnInterruptInput, payload string) (*host.Outcome, *turns.Interruption, error) {
 	if c.Failed() {
 		return ptr(authorityFailed()), nil, nil
 	}

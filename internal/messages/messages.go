@@ -45,21 +45,21 @@ const (
 	InterruptMismatch         = "Interrupt does not match the active root Turn"
 )
 
-// Options configures a Coordinator.
+// Options configures a Receipts.
 type Options struct {
 	// HostEpoch is this host process's epoch; receipts belong to it.
 	HostEpoch string
 	Store     *store.Store
 	Gate      *lane.Gate
 	// Sessions is the session owner, whose queue the operations change.
-	Sessions *turns.Coordinator
+	Sessions *turns.Owner
 	// RequestDrain asks the host to shut down when the authority fails.
 	RequestDrain func()
 	Log          *slog.Logger
 }
 
-// Coordinator serves the message operations of one host epoch.
-type Coordinator struct {
+// Receipts serves the message operations of one host epoch.
+type Receipts struct {
 	opts Options
 	log  *slog.Logger
 
@@ -68,20 +68,20 @@ type Coordinator struct {
 	failed  bool
 }
 
-// New returns a Coordinator.
-func New(opts Options) *Coordinator {
+// New returns a Receipts.
+func New(opts Options) *Receipts {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	if opts.RequestDrain == nil {
 		opts.RequestDrain = func() {}
 	}
-	return &Coordinator{opts: opts, log: opts.Log, flights: make(map[flightKey]*flight)}
+	return &Receipts{opts: opts, log: opts.Log, flights: make(map[flightKey]*flight)}
 }
 
 // Handlers returns the handlers of turn.message.submit, queue.retract and
 // turn.interrupt.
-func (c *Coordinator) Handlers() host.Handlers {
+func (c *Receipts) Handlers() host.Handlers {
 	return host.Handlers{
 		protocol.OpTurnMessageSubmit: c.handleSubmit,
 		protocol.OpQueueRetract:      c.handleRetract,
@@ -91,7 +91,7 @@ func (c *Coordinator) Handlers() host.Handlers {
 
 // BeginHostEpoch deletes the receipts of every other host epoch; the
 // composition calls it once before serving.
-func (c *Coordinator) BeginHostEpoch(ctx context.Context) error {
+func (c *Receipts) BeginHostEpoch(ctx context.Context) error {
 	return c.opts.Store.Write(ctx, func(tx *store.Tx) error {
 		_, err := tx.Exec(`DELETE FROM message_receipts WHERE host_epoch <> ?`, c.opts.HostEpoch)
 		return err
@@ -100,7 +100,7 @@ func (c *Coordinator) BeginHostEpoch(ctx context.Context) error {
 
 // Failed reports whether the authority failed stop: a receipt could not
 // be written, or the session owner failed.
-func (c *Coordinator) Failed() bool {
+func (c *Receipts) Failed() bool {
 	c.mu.Lock()
 	failed := c.failed
 	c.mu.Unlock()
@@ -109,7 +109,7 @@ func (c *Coordinator) Failed() bool {
 
 // failStop makes every later submit, retract and interrupt answer
 // host_draining and asks the host to drain.
-func (c *Coordinator) failStop(reason string, err error) {
+func (c *Receipts) failStop(reason string, err error) {
 	c.mu.Lock()
 	first := !c.failed
 	c.failed = true
@@ -122,7 +122,7 @@ func (c *Coordinator) failStop(reason string, err error) {
 
 // opFailure answers an operation that failed with err: host_draining once
 // the authority has failed, else internal_failure (logged).
-func (c *Coordinator) opFailure(what, sessionID, id string, err error) host.Outcome {
+func (c *Receipts) opFailure(what, sessionID, id string, err error) host.Outcome {
 	if c.Failed() {
 		return authorityFailed()
 	}

@@ -16,7 +16,7 @@ import (
 // operations. A receipt records, per host epoch, the payload and the
 // outcome of one submit, retract or interrupt, so that a retry in the same
 // epoch gets the same answer; receipts of other epochs are deleted when an
-// epoch begins (Coordinator.BeginHostEpoch).
+// epoch begins (Receipts.BeginHostEpoch).
 var Migration = store.Migration{Version: 6, Up: migrate}
 
 func migrate(tx *sql.Tx) error {
@@ -111,7 +111,7 @@ func finalize(op protocol.Operation, result any) (any, error) {
 }
 
 // readReceipt reads this epoch's receipt of (op, sessionID, id).
-func (c *Coordinator) readReceipt(ctx context.Context, op, sessionID, id string) (receipt, bool, error) {
+func (c *Receipts) readReceipt(ctx context.Context, op, sessionID, id string) (receipt, bool, error) {
 	var r receipt
 	err := c.opts.Store.Read(ctx, func(q store.Querier) error {
 		return q.QueryRow(`SELECT payload, result FROM message_receipts
@@ -130,7 +130,7 @@ var errReceiptMismatch = errors.New("messages: stored receipt differs from the c
 
 // writeReceipt durably stores this epoch's receipt of (op, sessionID, id)
 // and checks that the store holds exactly it.
-func (c *Coordinator) writeReceipt(ctx context.Context, op, sessionID, id string, r receipt) error {
+func (c *Receipts) writeReceipt(ctx context.Context, op, sessionID, id string, r receipt) error {
 	return c.opts.Store.Write(context.WithoutCancel(ctx), func(tx *store.Tx) error {
 		if _, err := tx.Exec(`INSERT INTO message_receipts (host_epoch, operation, session_id, operation_id, payload, result)
 			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
@@ -152,7 +152,7 @@ func (c *Coordinator) writeReceipt(ctx context.Context, op, sessionID, id string
 
 // receiptOutcome writes the receipt of out; a failure fails the authority
 // stop (the effect is applied, its proof is not) and the call errors.
-func (c *Coordinator) receiptOutcome(ctx context.Context, op, sessionID, id, payload string, out host.Outcome) host.Outcome {
+func (c *Receipts) receiptOutcome(ctx context.Context, op, sessionID, id, payload string, out host.Outcome) host.Outcome {
 	result, err := encodeOutcome(out)
 	if err == nil {
 		err = c.writeReceipt(ctx, op, sessionID, id, receipt{payload: payload, result: result})
@@ -166,7 +166,7 @@ func (c *Coordinator) receiptOutcome(ctx context.Context, op, sessionID, id, pay
 
 // replay answers a stored receipt when payload matches it, else the
 // operation's identity conflict.
-func (c *Coordinator) replay(op protocol.Operation, r receipt, payload, conflict string) host.Outcome {
+func (c *Receipts) replay(op protocol.Operation, r receipt, payload, conflict string) host.Outcome {
 	if r.payload != payload {
 		return host.Fail(protocol.ErrOperationConflict, conflict)
 	}
@@ -208,7 +208,7 @@ type flight struct {
 
 // joinFlight registers a request: the first one leads (and must land the
 // flight); an identical one follows; a different payload conflicts.
-func (c *Coordinator) joinFlight(key flightKey, payload string) (f *flight, leader, conflict bool) {
+func (c *Receipts) joinFlight(key flightKey, payload string) (f *flight, leader, conflict bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f := c.flights[key]; f != nil {
@@ -220,7 +220,7 @@ func (c *Coordinator) joinFlight(key flightKey, payload string) (f *flight, lead
 }
 
 // land publishes the leader's outcome to its followers.
-func (c *Coordinator) land(key flightKey, f *flight, out host.Outcome) {
+func (c *Receipts) land(key flightKey, f *flight, out host.Outcome) {
 	c.mu.Lock()
 	delete(c.flights, key)
 	c.mu.Unlock()
@@ -241,7 +241,7 @@ func follow(ctx context.Context, f *flight) host.Outcome {
 // shared runs do for (op, sessionID, id) unless an identical request of
 // this epoch is in progress, whose outcome is then shared; a different
 // payload in progress is the operation's identity conflict.
-func (c *Coordinator) shared(ctx context.Context, key flightKey, payload, conflict string, do func() host.Outcome) host.Outcome {
+func (c *Receipts) shared(ctx context.Context, key flightKey, payload, conflict string, do func() host.Outcome) host.Outcome {
 	f, leader, clash := c.joinFlight(key, payload)
 	switch {
 	case clash:

@@ -21,7 +21,7 @@ type retractPayload struct {
 // message of the session (steering and follow-ups, not the ones in flight)
 // is retracted. It is allowed while draining; a retract id never takes a
 // place in the queue.
-func (c *Coordinator) handleRetract(ctx context.Context, call *host.Call) host.Outcome {
+func (c *Receipts) handleRetract(ctx context.Context, call *host.Call) host.Outcome {
 	in := call.Input.(protocol.QueueRetractInput)
 	payload := canonical(retractPayload{in.SessionID, in.RetractID})
 	sameEpoch := in.OriginHostEpoch == c.opts.HostEpoch
@@ -49,7 +49,7 @@ func (c *Coordinator) handleRetract(ctx context.Context, call *host.Call) host.O
 	return c.shared(ctx, flightKey{opRetract, in.SessionID, in.RetractID}, payload, RetractIdentityConflict, do)
 }
 
-func (c *Coordinator) retractInLane(ctx context.Context, in protocol.QueueRetractInput, payload string) (host.Outcome, error) {
+func (c *Receipts) retractInLane(ctx context.Context, in protocol.QueueRetractInput, payload string) (host.Outcome, error) {
 	if c.Failed() {
 		return authorityFailed(), nil
 	}

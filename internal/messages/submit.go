@@ -29,7 +29,7 @@ type submitPayload struct {
 // epoch without trace (outcome_unknown); drain; the session's existence
 // and archival; then an idle session starts a turn from the message and an
 // active one queues it.
-func (c *Coordinator) handleSubmit(ctx context.Context, call *host.Call) host.Outcome {
+func (c *Receipts) handleSubmit(ctx context.Context, call *host.Call) host.Outcome {
 	in := call.Input.(protocol.TurnMessageSubmitInput)
 	payload := canonical(submitPayload{in.SessionID, in.MessageID, in.Content, in.Placement})
 	if in.OriginHostEpoch != c.opts.HostEpoch {
@@ -41,7 +41,7 @@ func (c *Coordinator) handleSubmit(ctx context.Context, call *host.Call) host.Ou
 	})
 }
 
-func (c *Coordinator) submit(ctx context.Context, in protocol.TurnMessageSubmitInput, payload string, sameEpoch bool) host.Outcome {
+func (c *Receipts) submit(ctx context.Context, in protocol.TurnMessageSubmitInput, payload string, sameEpoch bool) host.Outcome {
 	if c.Failed() {
 		return authorityFailed()
 	}
@@ -57,7 +57,7 @@ func (c *Coordinator) submit(ctx context.Context, in protocol.TurnMessageSubmitI
 	return out
 }
 
-func (c *Coordinator) submitInLane(ctx context.Context, in protocol.TurnMessageSubmitInput, payload string, sameEpoch bool) (host.Outcome, error) {
+func (c *Receipts) submitInLane(ctx context.Context, in protocol.TurnMessageSubmitInput, payload string, sameEpoch bool) (host.Outcome, error) {
 	if c.Failed() {
 		return authorityFailed(), nil
 	}

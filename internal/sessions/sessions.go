@@ -67,7 +67,7 @@ type Options struct {
 	// OnChange is called after a change of sessionID that is durable (or
 	// whose commit outcome is unknown), outside the session's lane, before
 	// the reply is returned. The composition passes the continuity refresh
-	// (continuity.Coordinator.Refresh), which enters the lane itself.
+	// (continuity.Publisher.Refresh), which enters the lane itself.
 	OnChange func(ctx context.Context, sessionID string)
 	// ActiveRoot reports whether a root turn of sessionID is running; such a
 	// session cannot be archived. It is called inside the session's lane.

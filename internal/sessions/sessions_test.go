@@ -813,7 +813,7 @@ func checkSnapshot(t *testing.T, p continuity.Projection) {
 // coordinator the way the composition does: an archive reaches an open
 // subscription as a projection frame before the archive's reply.
 func TestContinuityRefreshOnChange(t *testing.T) {
-	var coord *continuity.Coordinator
+	var coord *continuity.Publisher
 	var refreshErr atomic.Value
 	f := newFixture(t, func(f *fixture, o *Options) {
 		o.OnChange = func(ctx context.Context, sessionID string) {

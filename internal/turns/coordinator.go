@@ -76,7 +76,7 @@ type Resolved struct {
 // to do (and never contain a secret).
 type Resolver func(ctx context.Context, target protocol.ModelTarget) (Resolved, error)
 
-// Options configures a Coordinator.
+// Options configures a Owner.
 type Options struct {
 	Store *store.Store
 	Gate  *lane.Gate
@@ -115,15 +115,15 @@ type Options struct {
 	NewID             func() string
 }
 
-// Coordinator is the session owner of one host epoch (session.go): the
+// Owner is the session owner of one host epoch (session.go): the
 // live state of every session, and its parts — session continuity (the
 // publication of each session's projection to its subscribers) and the
 // interaction authority — which it builds and calls.
-type Coordinator struct {
+type Owner struct {
 	opts  Options
 	log   *slog.Logger
-	cont  *continuity.Coordinator
-	inter *interactions.Coordinator
+	cont  *continuity.Publisher
+	inter *interactions.Authority
 
 	baseCtx context.Context
 	cancel  context.CancelFunc
@@ -161,7 +161,7 @@ type activeRoot struct {
 	steering *steering
 	// inter is the run's interaction owner.
 	inter *interactions.Run
-	// stuck (guarded by Coordinator.mu) marks a root whose ownership
+	// stuck (guarded by Owner.mu) marks a root whose ownership
 	// could not end without losing accepted messages: it stays the
 	// session's active root and keeps its residency until the process
 	// exits.
@@ -172,8 +172,8 @@ func (ar *activeRoot) requestStop(source string) {
 	ar.stopOnce.Do(func() { ar.stop(&agent.StopCause{Source: source}) })
 }
 
-// New returns a Coordinator.
-func New(opts Options) *Coordinator {
+// New returns a Owner.
+func New(opts Options) *Owner {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
@@ -193,7 +193,7 @@ func New(opts Options) *Coordinator {
 		opts.HistoryCacheBytes = DefaultHistoryCacheBytes
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Coordinator{opts: opts, log: opts.Log, baseCtx: ctx, cancel: cancel, sessions: make(map[string]*session)}
+	c := &Owner{opts: opts, log: opts.Log, baseCtx: ctx, cancel: cancel, sessions: make(map[string]*session)}
 	c.histories.max = opts.HistoryCacheBytes
 	c.cont = continuity.New(opts.HostEpoch, c.ReadProjection, opts.Gate, opts.Log)
 	io := opts.Interactions
@@ -210,16 +210,16 @@ func New(opts Options) *Coordinator {
 
 // Continuity returns the session continuity the coordinator publishes
 // through (the kernel's connection observer).
-func (c *Coordinator) Continuity() *continuity.Coordinator { return c.cont }
+func (c *Owner) Continuity() *continuity.Publisher { return c.cont }
 
 // Interactions returns the interaction authority.
-func (c *Coordinator) Interactions() *interactions.Coordinator { return c.inter }
+func (c *Owner) Interactions() *interactions.Authority { return c.inter }
 
 // ReadProjection reads the canonical projection of sessionID: its
 // identity, its root turn and its pending interactions in one store read,
 // then its live message queue (the newest authority, read last). found is
 // false when the session does not exist.
-func (c *Coordinator) ReadProjection(ctx context.Context, sessionID string) (continuity.Projection, bool, error) {
+func (c *Owner) ReadProjection(ctx context.Context, sessionID string) (continuity.Projection, bool, error) {
 	var p continuity.Projection
 	err := c.opts.Store.Read(ctx, func(q store.Querier) error {
 		var err error
@@ -245,7 +245,7 @@ func (c *Coordinator) ReadProjection(ctx context.Context, sessionID string) (con
 // Handlers returns the handlers of turn.start, turn.query and turn.stop,
 // and those of its parts: subscription.open and subscription.close
 // (continuity), interaction.query and interaction.answer.
-func (c *Coordinator) Handlers() host.Handlers {
+func (c *Owner) Handlers() host.Handlers {
 	hs := host.Handlers{
 		protocol.OpTurnStart: c.handleStart,
 		protocol.OpTurnQuery: c.handleQuery,
@@ -257,15 +257,15 @@ func (c *Coordinator) Handlers() host.Handlers {
 	return hs
 }
 
-func (c *Coordinator) now() int64 { return max(c.opts.Now().UnixMilli(), 0) }
+func (c *Owner) now() int64 { return max(c.opts.Now().UnixMilli(), 0) }
 
 // ActiveRoot reports whether sessionID has an active root turn.
-func (c *Coordinator) ActiveRoot(sessionID string) bool {
+func (c *Owner) ActiveRoot(sessionID string) bool {
 	return c.root(sessionID) != nil
 }
 
 // root returns the active root turn of sessionID (nil: none).
-func (c *Coordinator) root(sessionID string) *activeRoot {
+func (c *Owner) root(sessionID string) *activeRoot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s := c.sessions[sessionID]; s != nil {
@@ -275,7 +275,7 @@ func (c *Coordinator) root(sessionID string) *activeRoot {
 }
 
 // readSnapshot reads the snapshot of one admitted turn.
-func (c *Coordinator) readSnapshot(ctx context.Context, sessionID, turnID string) (protocol.TurnSnapshot, bool, error) {
+func (c *Owner) readSnapshot(ctx context.Context, sessionID, turnID string) (protocol.TurnSnapshot, bool, error) {
 	var s protocol.TurnSnapshot
 	var found bool
 	err := c.opts.Store.Read(ctx, func(q store.Querier) error {
@@ -296,13 +296,13 @@ func internalFailure() host.Outcome {
 
 // opFailure answers err: store faults keep their meaning for the log, the
 // client gets internal_failure (turn operations declare no storage codes).
-func (c *Coordinator) opFailure(op, sessionID string, err error) host.Outcome {
+func (c *Owner) opFailure(op, sessionID string, err error) host.Outcome {
 	c.log.Error("turn operation failed", "op", op, "session", sessionID, "err", err)
 	return internalFailure()
 }
 
 // handleStart serves turn.start (domain.md §2.4).
-func (c *Coordinator) handleStart(ctx context.Context, call *host.Call) host.Outcome {
+func (c *Owner) handleStart(ctx context.Context, call *host.Call) host.Outcome {
 	in := call.Input.(protocol.TurnStartInput)
 	var (
 		ar     *activeRoot
@@ -412,7 +412,7 @@ var (
 // admitted (the caller answers it as a retry), sessions.ErrSessionNotFound
 // or errArchived when the session cannot take a turn. Nothing is written
 // on a refusal.
-func (c *Coordinator) admitFresh(ctx context.Context, in protocol.TurnStartInput) (admission, protocol.SessionSummary, error) {
+func (c *Owner) admitFresh(ctx context.Context, in protocol.TurnStartInput) (admission, protocol.SessionSummary, error) {
 	a := admission{
 		SessionID: in.SessionID, TurnID: in.TurnID, RunID: c.opts.NewID(), UserMessageID: c.opts.NewID(),
 		Kind: KindExternalMessage, Content: in.Content, AdmittedAt: c.now(),
@@ -444,7 +444,7 @@ func (c *Coordinator) admitFresh(ctx context.Context, in protocol.TurnStartInput
 // prepare continues a turn.start with its durable admission, inside the
 // session's lane: a finished turn answers its terminal snapshot, a running
 // one is waited for, and a turn without a run is started.
-func (c *Coordinator) prepare(ctx context.Context, a admission) (*activeRoot, *protocol.TurnSnapshot, *host.Outcome, error) {
+func (c *Owner) prepare(ctx context.Context, a admission) (*activeRoot, *protocol.TurnSnapshot, *host.Outcome, error) {
 	var snap protocol.TurnSnapshot
 	err := c.opts.Store.Read(ctx, func(q store.Querier) error {
 		var err error
@@ -471,7 +471,7 @@ func (c *Coordinator) prepare(ctx context.Context, a admission) (*activeRoot, *p
 
 // awaitStart waits until the run started, then answers its snapshot; a
 // turn already terminal is answered after its terminal transition.
-func (c *Coordinator) awaitStart(ctx context.Context, ar *activeRoot) host.Outcome {
+func (c *Owner) awaitStart(ctx context.Context, ar *activeRoot) host.Outcome {
 	select {
 	case <-ar.started:
 	case <-ctx.Done():
@@ -499,7 +499,7 @@ func (c *Coordinator) awaitStart(ctx context.Context, ar *activeRoot) host.Outco
 
 // handleQuery serves turn.query: in the lane, so an admission in progress
 // is observed.
-func (c *Coordinator) handleQuery(ctx context.Context, call *host.Call) host.Outcome {
+func (c *Owner) handleQuery(ctx context.Context, call *host.Call) host.Outcome {
 	in := call.Input.(protocol.TurnQueryInput)
 	var snap protocol.TurnSnapshot
 	var found bool
@@ -521,7 +521,7 @@ func (c *Coordinator) handleQuery(ctx context.Context, call *host.Call) host.Out
 // handleStop serves turn.stop (domain.md §2.6): the stop intent is
 // delivered once, and the answer is the turn's snapshot after its terminal
 // transition (normally cancelled).
-func (c *Coordinator) handleStop(ctx context.Context, call *host.Call) host.Outcome {
+func (c *Owner) handleStop(ctx context.Context, call *host.Call) host.Outcome {
 	in := call.Input.(protocol.TurnStopInput)
 	var (
 		ar   *activeRoot
@@ -596,7 +596,7 @@ func (c *Coordinator) handleStop(ctx context.Context, call *host.Call) host.Outc
 // retracted and no message is admitted until the terminal transition),
 // its pending interactions are closed (turn_stopped), and the stop is
 // delivered to the running loop (once). It returns the fence's result.
-func (c *Coordinator) stopRoot(ctx context.Context, ar *activeRoot, source string) (protocol.QueueRetractResult, error) {
+func (c *Owner) stopRoot(ctx context.Context, ar *activeRoot, source string) (protocol.QueueRetractResult, error) {
 	c.mu.Lock()
 	var fence protocol.QueueRetractResult
 	var err error
@@ -616,7 +616,7 @@ func (c *Coordinator) stopRoot(ctx context.Context, ar *activeRoot, source strin
 	return fence, nil
 }
 
-func (c *Coordinator) isStuck(ar *activeRoot) bool {
+func (c *Owner) isStuck(ar *activeRoot) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return ar.stuck
@@ -624,7 +624,7 @@ func (c *Coordinator) isStuck(ar *activeRoot) bool {
 
 // BeginDrain refuses new executions and new queued messages; running
 // turns go on until Close.
-func (c *Coordinator) BeginDrain() {
+func (c *Owner) BeginDrain() {
 	c.mu.Lock()
 	c.draining = true
 	c.mu.Unlock()
@@ -635,7 +635,7 @@ func (c *Coordinator) BeginDrain() {
 // none is left, then waits for the tool calls the turns abandoned at a
 // stop, or until ctx ends. It fails when a root is stuck with accepted
 // messages it could not hand on.
-func (c *Coordinator) Close(ctx context.Context) error {
+func (c *Owner) Close(ctx context.Context) error {
 	// Subscriptions end once the turns' terminal snapshots are published.
 	defer c.cont.Close()
 	c.BeginDrain()
@@ -709,7 +709,7 @@ func (c *Coordinator) Close(ctx context.Context) error {
 
 // WaitIdle waits until sessionID has no active root turn (its current
 // execution, and any successor, ended) or ctx ends.
-func (c *Coordinator) WaitIdle(ctx context.Context, sessionID string) error {
+func (c *Owner) WaitIdle(ctx context.Context, sessionID string) error {
 	for {
 		c.mu.Lock()
 		var ar *activeRoot

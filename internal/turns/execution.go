@@ -32,7 +32,7 @@ var ErrDraining = errors.New("turns: host is draining")
 // terminal root a successor (the turn built from its follow-ups) replaces;
 // a successor is launched even while draining, so that shutdown stops it
 // like any other active root.
-func (c *Coordinator) launch(ctx context.Context, a admission, begun *protocol.SessionSummary, prev *activeRoot) (*activeRoot, error) {
+func (c *Owner) launch(ctx context.Context, a admission, begun *protocol.SessionSummary, prev *activeRoot) (*activeRoot, error) {
 	c.mu.Lock()
 	if c.draining && prev == nil {
 		c.mu.Unlock()
@@ -81,7 +81,7 @@ func (ar *activeRoot) release() {
 // transition: its steering owner is released, its fence lifted, and it is
 // removed with its residency. When that would lose accepted messages the
 // root stays, stuck, with its residency, and the host drains.
-func (c *Coordinator) endOwnership(ar *activeRoot) error {
+func (c *Owner) endOwnership(ar *activeRoot) error {
 	ar.steering.release()
 	c.mu.Lock()
 	s := c.sessions[ar.sessionID]
@@ -108,7 +108,7 @@ func (c *Coordinator) endOwnership(ar *activeRoot) error {
 // markStuck keeps ar as its session's active root for good: the owner
 // fails stop (every later message operation is refused) and the host
 // drains.
-func (c *Coordinator) markStuck(ar *activeRoot) {
+func (c *Owner) markStuck(ar *activeRoot) {
 	c.mu.Lock()
 	ar.stuck = true
 	c.failed = true
@@ -118,7 +118,7 @@ func (c *Coordinator) markStuck(ar *activeRoot) {
 }
 
 // execute runs one turn from its run start to its terminal transition.
-func (c *Coordinator) execute(ctx context.Context, ar *activeRoot, a admission, begun *protocol.SessionSummary) {
+func (c *Owner) execute(ctx context.Context, ar *activeRoot, a admission, begun *protocol.SessionSummary) {
 	defer ar.stop(nil)
 	rec := newRecorder(c, a)
 	rec.seq = 1 // the user message
@@ -170,7 +170,7 @@ func (c *Coordinator) execute(ctx context.Context, ar *activeRoot, a admission, 
 
 // begin starts the run of an admission written earlier (recovery), then
 // publishes the change.
-func (c *Coordinator) begin(ctx context.Context, a admission) (protocol.SessionSummary, error) {
+func (c *Owner) begin(ctx context.Context, a admission) (protocol.SessionSummary, error) {
 	var sum protocol.SessionSummary
 	err := c.opts.Store.Write(context.WithoutCancel(ctx), func(tx *store.Tx) error {
 		var err error
@@ -213,14 +213,14 @@ func beginRun(tx *store.Tx, a admission) error {
 }
 
 // changed republishes the session after a durable change.
-func (c *Coordinator) changed(sessionID string) {
+func (c *Owner) changed(sessionID string) {
 	if err := c.cont.Refresh(context.Background(), sessionID); err != nil {
 		c.log.Warn("session refresh failed", "session", sessionID, "err", err)
 	}
 }
 
 // runAgent resolves the model and the history and runs the agent loop.
-func (c *Coordinator) runAgent(ctx context.Context, rec *recorder, a admission, sum protocol.SessionSummary, steering *steering) agent.Outcome {
+func (c *Owner) runAgent(ctx context.Context, rec *recorder, a admission, sum protocol.SessionSummary, steering *steering) agent.Outcome {
 	resolved, err := c.opts.Resolve(ctx, sum.ModelTarget)
 	if out, stopped := agent.Stopped(ctx); stopped {
 		return out // stopped before the model was reached
@@ -274,7 +274,7 @@ func (c *Coordinator) runAgent(ctx context.Context, rec *recorder, a admission, 
 
 // permissionPolicy reads the session's durable permission policy (mode,
 // sandbox, the root's and the session's rules) for one turn's engine.
-func (c *Coordinator) permissionPolicy(ctx context.Context, sessionID, workspace string) (tools.Policy, error) {
+func (c *Owner) permissionPolicy(ctx context.Context, sessionID, workspace string) (tools.Policy, error) {
 	var perms sessions.Permissions
 	err := c.opts.Store.Read(ctx, func(q store.Querier) error {
 		var err error
@@ -311,7 +311,7 @@ func sessionStatusAfter(out agent.Outcome) protocol.SessionStatus {
 
 // commitTerminal writes the terminal fact: the terminal run event, the run
 // header and the session status in one durable write.
-func (c *Coordinator) commitTerminal(rec *recorder, a admission, out agent.Outcome) error {
+func (c *Owner) commitTerminal(rec *recorder, a admission, out agent.Outcome) error {
 	eventID := c.opts.NewID()
 	batch, err := rec.takeTerminal(c.now(), terminalPayload{
 		TurnID: a.TurnID, EventID: eventID, Status: out.Status, StopReason: out.StopReason,
@@ -347,7 +347,7 @@ func terminate(tx *store.Tx, a admission, batch []sessions.RunEvent, eventID str
 // (domain.md §2.8) in the session's lane, then reports the execution done.
 // cause is set when the terminal fact could not be written: ownership then
 // ends without a transition.
-func (c *Coordinator) finishTransition(ar *activeRoot, cause error) {
+func (c *Owner) finishTransition(ar *activeRoot, cause error) {
 	ran := false
 	err := c.opts.Gate.Run(context.Background(), ar.sessionID, func(ctx context.Context, _ *lane.Lease) error {
 		ran = true
@@ -377,7 +377,7 @@ func (c *Coordinator) finishTransition(ar *activeRoot, cause error) {
 // exactly one successor turn is admitted from the follow-ups and launched
 // in this turn's place, so that subscribers always see the predecessor's
 // terminal snapshot before the successor.
-func (c *Coordinator) transition(ctx context.Context, ar *activeRoot, cause error) error {
+func (c *Owner) transition(ctx context.Context, ar *activeRoot, cause error) error {
 	if err := ar.inter.Close(ctx, ClosureTurnTerminal); err != nil {
 		return errors.Join(err, c.endOwnership(ar))
 	}
@@ -415,7 +415,7 @@ func (c *Coordinator) transition(ctx context.Context, ar *activeRoot, cause erro
 
 // goIdle ends the transition of ar without follow-ups: the session has no
 // active root and its queue goes idle (and is dropped).
-func (c *Coordinator) goIdle(ar *activeRoot) {
+func (c *Owner) goIdle(ar *activeRoot) {
 	c.mu.Lock()
 	if s := c.sessions[ar.sessionID]; s != nil && s.root == ar {
 		s.queue.handOn()
@@ -432,7 +432,7 @@ func (c *Coordinator) goIdle(ar *activeRoot) {
 // its unpulled steering ahead of its follow-ups and returns them as the
 // batch of the next turn (empty: the session goes idle). While draining
 // the stop fence is committed first, so no follow-up turn starts.
-func (c *Coordinator) beginTransition(ar *activeRoot) (FollowupBatch, error) {
+func (c *Owner) beginTransition(ar *activeRoot) (FollowupBatch, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.sessions[ar.sessionID]
@@ -465,7 +465,7 @@ func (c *Coordinator) beginTransition(ar *activeRoot) (FollowupBatch, error) {
 // built from batch after prev, hands the batch to it in the message queue,
 // and launches it as the session's active root. committed reports whether
 // the batch was handed on.
-func (c *Coordinator) admitSuccessor(ctx context.Context, prev *activeRoot, batch FollowupBatch) (committed bool, err error) {
+func (c *Owner) admitSuccessor(ctx context.Context, prev *activeRoot, batch FollowupBatch) (committed bool, err error) {
 	sources, err := encodeSources(batch.Sources)
 	if err != nil {
 		return false, err
@@ -503,7 +503,7 @@ func (c *Coordinator) admitSuccessor(ctx context.Context, prev *activeRoot, batc
 }
 
 // removeActive removes ar when it is still its session's active root.
-func (c *Coordinator) removeActive(ar *activeRoot) {
+func (c *Owner) removeActive(ar *activeRoot) {
 	c.mu.Lock()
 	if s := c.sessions[ar.sessionID]; s != nil && s.root == ar {
 		s.root = nil

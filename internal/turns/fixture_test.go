@@ -101,7 +101,7 @@ type fixture struct {
 	dir    string
 	dom    *domaintest.Domain
 	st     *store.Store
-	turns  *turns.Coordinator
+	turns  *turns.Owner
 	model  *provider
 	resid  *residencies
 	drains atomic.Int64

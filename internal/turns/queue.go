@@ -14,7 +14,7 @@ import (
 // owner"): the steering the running root turn pulls, the follow-ups that
 // become the next root turn, and the stop fence. The queue is a part of
 // the session owner (session.go): it has no map and no lock of its own;
-// Coordinator.mu guards it and every change goes through a method of the
+// Owner.mu guards it and every change goes through a method of the
 // owner, inside the session's lane, except the running loop's pulls, acks
 // and nacks (steering, below).
 
@@ -276,7 +276,7 @@ func admissionRefusal(hostEpoch string, p *continuity.Projection, cut queueCut, 
 // steering is the steering owner of one run: the agent loop pulls, acks
 // and nacks through it, and release is called once after the loop ended.
 type steering struct {
-	c          *Coordinator
+	c          *Owner
 	s          *session
 	root       *activeRoot
 	generation int64

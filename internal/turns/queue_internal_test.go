@@ -27,7 +27,7 @@ func (r *countedResidency) Release() {
 // and entries are placed directly, as an accepted submit would.
 type queueHarness struct {
 	t     *testing.T
-	c     *Coordinator
+	c     *Owner
 	held  atomic.Int64
 	root  *activeRoot
 	owner *steering

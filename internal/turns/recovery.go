@@ -27,7 +27,7 @@ const (
 // it), sets its session active, and then starts the admitted turns that
 // never started. A recovered turn's residency keeps the host up while it
 // runs. The interactions a previous host left pending are closed first.
-func (c *Coordinator) Recover(ctx context.Context) error {
+func (c *Owner) Recover(ctx context.Context) error {
 	// Interactions a previous host left pending close first
 	// (host_restarted), before any run binds.
 	if err := c.inter.Recover(ctx); err != nil {
@@ -77,7 +77,7 @@ type openRun struct {
 	seq       int64
 }
 
-func (c *Coordinator) recoveryListing(ctx context.Context) (open []openRun, pending []admission, err error) {
+func (c *Owner) recoveryListing(ctx context.Context) (open []openRun, pending []admission, err error) {
 	err = c.opts.Store.Read(ctx, func(q store.Querier) error {
 		rows, err := q.Query(`SELECT ` + prefixed("a.", admissionColumns) + `,
 				COALESCE((SELECT type FROM run_events e WHERE e.run_id = r.run_id ORDER BY seq DESC LIMIT 1), ''),
@@ -120,7 +120,7 @@ func (c *Coordinator) recoveryListing(ctx context.Context) (open []openRun, pend
 }
 
 // recoverRun commits the synthesized terminal fact of one open run.
-func (c *Coordinator) recoverRun(ctx context.Context, o openRun) error {
+func (c *Owner) recoverRun(ctx context.Context, o openRun) error {
 	reason := reasonRunInterrupted
 	var interrupted int
 	err := c.opts.Store.Read(ctx, func(q store.Querier) error {

@@ -26,7 +26,7 @@ import (
 // session's history is kept (histories) and only the turns admitted since
 // are read: a turn's start costs what its predecessors added, not the
 // whole record.
-func (c *Coordinator) replay(ctx context.Context, a admission) ([]model.Message, error) {
+func (c *Owner) replay(ctx context.Context, a admission) ([]model.Message, error) {
 	h := c.histories.take(a.SessionID)
 	var events []recordEvent
 	err := c.opts.Store.Read(ctx, func(q store.Querier) error {

@@ -95,7 +95,7 @@ func BenchmarkReplay(b *testing.B) {
 				name = fmt.Sprintf("turns=%d/warm", turns)
 			}
 			b.Run(name, func(b *testing.B) {
-				c := &Coordinator{opts: Options{Store: st}}
+				c := &Owner{opts: Options{Store: st}}
 				c.histories.max = DefaultHistoryCacheBytes
 				replay := func() {
 					msgs, err := c.replay(context.Background(), next)

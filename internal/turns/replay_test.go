@@ -392,11 +392,11 @@ func testCtxInternal(t *testing.T) context.Context {
 func TestReplayKeepsAndExtendsTheSessionHistory(t *testing.T) {
 	st, _ := replayStore(t, 6)
 	ctx := testCtxInternal(t)
-	c := &Coordinator{opts: Options{Store: st}}
+	c := &Owner{opts: Options{Store: st}}
 	c.histories.max = DefaultHistoryCacheBytes
 	fresh := func(chainSeq int64) []model.Message {
 		t.Helper()
-		f := &Coordinator{opts: Options{Store: st}}
+		f := &Owner{opts: Options{Store: st}}
 		f.histories.max = DefaultHistoryCacheBytes
 		msgs, err := f.replay(ctx, admission{SessionID: "s", ChainSeq: chainSeq})
 		if err != nil {

@@ -18,7 +18,7 @@ var ErrSessionBusy = errors.New("turns: session already has an active root turn"
 
 // RootState reports the active root turn of sessionID, if any. A root
 // stays active from its reservation until its terminal transition ended.
-func (c *Coordinator) RootState(sessionID string) (turnID, runID string, active bool) {
+func (c *Owner) RootState(sessionID string) (turnID, runID string, active bool) {
 	ar := c.root(sessionID)
 	if ar == nil {
 		return "", "", false
@@ -42,7 +42,7 @@ type MessageStart struct {
 // start. The caller is inside the session's lane and checked that the
 // session exists and is not archived. Errors: ErrSessionBusy, ErrDraining,
 // and store errors (the host then drains).
-func (c *Coordinator) StartFromMessage(ctx context.Context, in MessageStart) (string, error) {
+func (c *Owner) StartFromMessage(ctx context.Context, in MessageStart) (string, error) {
 	c.mu.Lock()
 	draining := c.draining
 	c.mu.Unlock()
@@ -88,7 +88,7 @@ type Interruption struct {
 	// Fence is the result of the root's stop fence: the queue revision
 	// and the messages it retracted.
 	Fence protocol.QueueRetractResult
-	c     *Coordinator
+	c     *Owner
 	ar    *activeRoot
 }
 
@@ -97,7 +97,7 @@ type Interruption struct {
 // closed (turn_stopped) and the stop is delivered (once). It returns nil
 // when (turnID, runID) is not the session's active root. The caller is
 // inside the session's lane. An error drains the host.
-func (c *Coordinator) ClaimInterrupt(ctx context.Context, sessionID, turnID, runID string) (*Interruption, error) {
+func (c *Owner) ClaimInterrupt(ctx context.Context, sessionID, turnID, runID string) (*Interruption, error) {
 	ar := c.root(sessionID)
 	if ar == nil || ar.turnID != turnID || ar.runID != runID || c.isStuck(ar) {
 		return nil, nil

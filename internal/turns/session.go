@@ -15,7 +15,7 @@ import (
 // epoch knows of it that is not durable — its active root turn, its message
 // queue (queue.go) with the stop fence, and its background refresh. The
 // session's lane serialises its state changes, each one a method of the
-// Coordinator:
+// Owner:
 //
 //	start        handleStart, StartFromMessage → launch
 //	steer, follow-up  Submit (enqueue)
@@ -25,7 +25,7 @@ import (
 //	successor    transition → admitSuccessor → launch
 //	recovery     Recover → launch
 //
-// Coordinator.mu guards the map and every session's fields, because the
+// Owner.mu guards the map and every session's fields, because the
 // running loop (steering pulls, acks and nacks) and projection readers
 // read them outside the lane. A session without a root and without
 // accepted messages is dropped; its queue revision then starts again at 0.
@@ -47,7 +47,7 @@ func (s *session) idle() bool {
 }
 
 // sessionLocked returns the live session id, creating it.
-func (c *Coordinator) sessionLocked(id string) *session {
+func (c *Owner) sessionLocked(id string) *session {
 	s := c.sessions[id]
 	if s == nil {
 		s = &session{id: id}
@@ -57,7 +57,7 @@ func (c *Coordinator) sessionLocked(id string) *session {
 }
 
 // reclaimLocked drops s when it is idle.
-func (c *Coordinator) reclaimLocked(s *session) {
+func (c *Owner) reclaimLocked(s *session) {
 	if s.idle() && c.sessions[s.id] == s {
 		delete(c.sessions, s.id)
 	}
@@ -65,7 +65,7 @@ func (c *Coordinator) reclaimLocked(s *session) {
 
 // mutatedLocked counts one change of s's queue and schedules a
 // continuity refresh of the session.
-func (c *Coordinator) mutatedLocked(s *session) {
+func (c *Owner) mutatedLocked(s *session) {
 	s.queue.revision++
 	if c.closed {
 		return
@@ -81,7 +81,7 @@ func (c *Coordinator) mutatedLocked(s *session) {
 
 // runRefresh republishes s until no change is pending or the coordinator
 // closes: at most one such goroutine runs per session.
-func (c *Coordinator) runRefresh(s *session) {
+func (c *Owner) runRefresh(s *session) {
 	defer c.refreshes.Done()
 	for {
 		err := c.cont.Refresh(c.baseCtx, s.id)
@@ -102,7 +102,7 @@ func (c *Coordinator) runRefresh(s *session) {
 
 // QueueProjection is the message queue of sessionID as the session
 // snapshot shows it; an idle session's queue is empty at revision 0.
-func (c *Coordinator) QueueProjection(sessionID string) protocol.SessionMessageQueueProjection {
+func (c *Owner) QueueProjection(sessionID string) protocol.SessionMessageQueueProjection {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s := c.sessions[sessionID]; s != nil {
@@ -114,7 +114,7 @@ func (c *Coordinator) QueueProjection(sessionID string) protocol.SessionMessageQ
 
 // Draining reports whether the host began to shut down: no new turn and
 // no new message is admitted.
-func (c *Coordinator) Draining() bool {
+func (c *Owner) Draining() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.draining
@@ -123,7 +123,7 @@ func (c *Coordinator) Draining() bool {
 // Failed reports whether the session owner failed stop: a root turn kept
 // accepted messages it could not hand on. Every later message operation
 // is refused and the host drains.
-func (c *Coordinator) Failed() bool {
+func (c *Owner) Failed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.failed
@@ -147,7 +147,7 @@ type Submitted struct {
 // when the queue is open and the queue with it passes the capacity
 // checks. The caller is inside the session's lane. Errors: ErrDraining,
 // and store errors.
-func (c *Coordinator) Submit(ctx context.Context, in MessageStart) (Submitted, error) {
+func (c *Owner) Submit(ctx context.Context, in MessageStart) (Submitted, error) {
 	c.mu.Lock()
 	s := c.sessions[in.SessionID]
 	active := s != nil && s.root != nil
@@ -217,7 +217,7 @@ func ErrFailed(err error) bool { return errors.Is(err, errFailed) }
 // (steering and follow-ups, not the ones in flight, none while a terminal
 // transition owns them) is retracted, unless the result would exceed the
 // protocol's bound (refused). The caller is inside the session's lane.
-func (c *Coordinator) Retract(sessionID string) (r protocol.QueueRetractResult, refused bool, err error) {
+func (c *Owner) Retract(sessionID string) (r protocol.QueueRetractResult, refused bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r = protocol.QueueRetractResult{Retracted: []protocol.RetractedMessageSnapshot{}}
@@ -253,7 +253,7 @@ func (c *Coordinator) Retract(sessionID string) (r protocol.QueueRetractResult, 
 // stays with the run, and the generation advances so that a late nack
 // discards instead of re-queuing. It is idempotent and returns the first
 // commit's result.
-func (c *Coordinator) stopFenceLocked(s *session) (protocol.QueueRetractResult, error) {
+func (c *Owner) stopFenceLocked(s *session) (protocol.QueueRetractResult, error) {
 	q := &s.queue
 	switch {
 	case q.fence != nil:

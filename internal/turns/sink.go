@@ -30,7 +30,7 @@ import (
 // turn that calls no tool costs two durable writes: its start and its
 // terminal fact.
 type recorder struct {
-	c            *Coordinator
+	c            *Owner
 	a            admission
 	model        string
 	connection   string
@@ -42,7 +42,7 @@ type recorder struct {
 	lastFlush time.Time
 }
 
-func newRecorder(c *Coordinator, a admission) *recorder {
+func newRecorder(c *Owner, a admission) *recorder {
 	return &recorder{c: c, a: a, lastFlush: c.opts.Now()}
 }
 

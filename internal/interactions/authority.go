@@ -53,12 +53,12 @@ const (
 )
 
 // Continuity republishes a session's canonical projection; the caller is
-// inside the session's lane. *continuity.Coordinator implements it.
+// inside the session's lane. *continuity.Publisher implements it.
 type Continuity interface {
 	RefreshInLane(ctx context.Context, sessionID string) error
 }
 
-// Options configures a Coordinator. Store and Gate are required.
+// Options configures a Authority. Store and Gate are required.
 type Options struct {
 	Store *store.Store
 	Gate  *lane.Gate
@@ -84,8 +84,8 @@ type Options struct {
 	ReadProjection continuity.ProjectionReader
 }
 
-// Coordinator is the interaction authority of one host epoch.
-type Coordinator struct {
+// Authority is the interaction authority of one host epoch.
+type Authority struct {
 	opts Options
 	log  *slog.Logger
 
@@ -123,8 +123,8 @@ type waiter struct {
 	err       error
 }
 
-// New returns a Coordinator.
-func New(opts Options) *Coordinator {
+// New returns a Authority.
+func New(opts Options) *Authority {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -137,7 +137,7 @@ func New(opts Options) *Coordinator {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Coordinator{
+	return &Authority{
 		opts: opts, log: opts.Log,
 		waiters: make(map[string]*waiter),
 	}
@@ -145,18 +145,18 @@ func New(opts Options) *Coordinator {
 
 // Handlers returns the handlers of interaction.query and
 // interaction.answer.
-func (c *Coordinator) Handlers() host.Handlers {
+func (c *Authority) Handlers() host.Handlers {
 	return host.Handlers{
 		protocol.OpInteractionQuery:  c.handleQuery,
 		protocol.OpInteractionAnswer: c.handleAnswer,
 	}
 }
 
-func (c *Coordinator) now() int64 { return max(c.opts.Now().UnixMilli(), 0) }
+func (c *Authority) now() int64 { return max(c.opts.Now().UnixMilli(), 0) }
 
 // Err returns the poison error once the coordinator detected a broken
 // invariant, else nil.
-func (c *Coordinator) Err() error {
+func (c *Authority) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.poisoned
@@ -165,7 +165,7 @@ func (c *Coordinator) Err() error {
 // poison records the first broken invariant: every waiting runtime call
 // fails, every later call fails with the same error, and OnPoison is called
 // once. It returns the poison error.
-func (c *Coordinator) poison(cause error) error {
+func (c *Authority) poison(cause error) error {
 	c.mu.Lock()
 	if c.poisoned != nil {
 		err := c.poisoned
@@ -189,7 +189,7 @@ func (c *Coordinator) poison(cause error) error {
 
 // refresh republishes a session from inside its lane; a failure is logged
 // (the durable state is already right and the next refresh repairs it).
-func (c *Coordinator) refresh(ctx context.Context, sessionID string) {
+func (c *Authority) refresh(ctx context.Context, sessionID string) {
 	if c.opts.Continuity == nil {
 		return
 	}

@@ -297,7 +297,7 @@ func describe(frames []any) string {
 
 type harness struct {
 	t     *testing.T
-	c     *Coordinator
+	c     *Publisher
 	gate  *lane.Gate
 	store *store
 }
@@ -400,7 +400,7 @@ func requireFailure(t *testing.T, out host.Outcome, code protocol.ErrorCode, mes
 	}
 }
 
-func requireStats(t *testing.T, c *Coordinator, subscriptions, sessions int) {
+func requireStats(t *testing.T, c *Publisher, subscriptions, sessions int) {
 	t.Helper()
 	if s, n := c.Stats(); s != subscriptions || n != sessions {
 		t.Fatalf("stats = %d subscriptions, %d sessions; want %d, %d", s, n, subscriptions, sessions)

@@ -70,8 +70,8 @@ var ErrNotCanonicalRoot = errors.New("continuity: event does not belong to the c
 // ErrClosed is returned after Close.
 var ErrClosed = errors.New("continuity: coordinator closed")
 
-// Coordinator is the session continuity owner of one host epoch.
-type Coordinator struct {
+// Publisher is the session continuity owner of one host epoch.
+type Publisher struct {
 	epoch string
 	read  ProjectionReader
 	gate  *lane.Gate
@@ -104,11 +104,11 @@ type connState struct {
 
 // New returns a coordinator for hostEpoch that reads projections with read
 // and serialises its reads with the session lanes of gate.
-func New(hostEpoch string, read ProjectionReader, gate *lane.Gate, log *slog.Logger) *Coordinator {
+func New(hostEpoch string, read ProjectionReader, gate *lane.Gate, log *slog.Logger) *Publisher {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Coordinator{
+	return &Publisher{
 		epoch:    hostEpoch,
 		read:     read,
 		gate:     gate,
@@ -120,14 +120,14 @@ func New(hostEpoch string, read ProjectionReader, gate *lane.Gate, log *slog.Log
 }
 
 // Handlers returns the subscription.open and subscription.close handlers.
-func (c *Coordinator) Handlers() host.Handlers {
+func (c *Publisher) Handlers() host.Handlers {
 	return host.Handlers{
 		protocol.OpSubscriptionOpen:  c.open,
 		protocol.OpSubscriptionClose: c.close,
 	}
 }
 
-func (c *Coordinator) snapshot(st *sessionState) protocol.SessionContinuitySnapshot {
+func (c *Publisher) snapshot(st *sessionState) protocol.SessionContinuitySnapshot {
 	p := st.projection
 	return protocol.SessionContinuitySnapshot{
 		SchemaVersion:      1,
@@ -153,7 +153,7 @@ func encodeProjection(p Projection) ([]byte, error) {
 // its queue of this host epoch, its root turn and interactions of the
 // session. A snapshot that fails here would make every subscriber's
 // connection fail on decode.
-func (c *Coordinator) validateSnapshot(sessionID string, p Projection, revision int64) error {
+func (c *Publisher) validateSnapshot(sessionID string, p Projection, revision int64) error {
 	snap := protocol.SessionContinuitySnapshot{
 		SchemaVersion: protocol.SessionContinuitySchemaVersion, Session: p.Session, ProjectionRevision: revision,
 		RootTurn: p.RootTurn, Queue: p.Queue, Interactions: p.Interactions,
@@ -182,7 +182,7 @@ func (c *Coordinator) validateSnapshot(sessionID string, p Projection, revision 
 // changed (or the state is new), the revision advances and existing
 // subscribers get a projection frame. It returns subscribers to pump. A
 // projection that is not a valid wire snapshot is not committed.
-func (c *Coordinator) commitLocked(sessionID string, p Projection, create bool) (*sessionState, []*subscriber, error) {
+func (c *Publisher) commitLocked(sessionID string, p Projection, create bool) (*sessionState, []*subscriber, error) {
 	enc, err := encodeProjection(p)
 	if err != nil {
 		return nil, nil, err
@@ -227,7 +227,7 @@ func pumpAll(subs []*subscriber) {
 }
 
 // open serves subscription.open.
-func (c *Coordinator) open(ctx context.Context, call *host.Call) host.Outcome {
+func (c *Publisher) open(ctx context.Context, call *host.Call) host.Outcome {
 	in := call.Input.(protocol.SubscriptionOpenInput)
 	connID := call.Conn.ConnectionID
 	c.mu.Lock()
@@ -311,7 +311,7 @@ func (c *Coordinator) open(ctx context.Context, call *host.Call) host.Outcome {
 }
 
 // close serves subscription.close.
-func (c *Coordinator) close(_ context.Context, call *host.Call) host.Outcome {
+func (c *Publisher) close(_ context.Context, call *host.Call) host.Outcome {
 	in := call.Input.(protocol.SubscriptionCloseInput)
 	c.mu.Lock()
 	// A live connection without subscription state has nothing open: its
@@ -340,7 +340,7 @@ func (c *Coordinator) close(_ context.Context, call *host.Call) host.Outcome {
 }
 
 // DetachConnection silently removes every subscription of a connection.
-func (c *Coordinator) DetachConnection(connectionID string) {
+func (c *Publisher) DetachConnection(connectionID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cs := c.conns[connectionID]
@@ -356,13 +356,13 @@ func (c *Coordinator) DetachConnection(connectionID string) {
 	}
 }
 
-func (c *Coordinator) remove(s *subscriber) {
+func (c *Publisher) remove(s *subscriber) {
 	c.mu.Lock()
 	c.removeLocked(s)
 	c.mu.Unlock()
 }
 
-func (c *Coordinator) removeLocked(s *subscriber) {
+func (c *Publisher) removeLocked(s *subscriber) {
 	if s.removed {
 		return
 	}
@@ -383,7 +383,7 @@ func (c *Coordinator) removeLocked(s *subscriber) {
 // dropIfUnusedLocked forgets a session's publication state once nobody
 // subscribes and no terminal fence is held: a later open starts again at
 // revision 1.
-func (c *Coordinator) dropIfUnusedLocked(sessionID string) {
+func (c *Publisher) dropIfUnusedLocked(sessionID string) {
 	if st := c.sessions[sessionID]; st != nil && len(st.subscribers) == 0 && st.fence == nil {
 		delete(c.sessions, sessionID)
 	}
@@ -392,14 +392,14 @@ func (c *Coordinator) dropIfUnusedLocked(sessionID string) {
 // Refresh re-reads the canonical projection of a subscribed session and
 // publishes it if it changed. It runs in the session's lane; call
 // RefreshInLane from inside a lane op.
-func (c *Coordinator) Refresh(ctx context.Context, sessionID string) error {
+func (c *Publisher) Refresh(ctx context.Context, sessionID string) error {
 	return c.gate.Run(ctx, sessionID, func(ctx context.Context, _ *lane.Lease) error {
 		return c.RefreshInLane(ctx, sessionID)
 	})
 }
 
 // RefreshInLane is Refresh for a caller already inside sessionID's lane.
-func (c *Coordinator) RefreshInLane(ctx context.Context, sessionID string) error {
+func (c *Publisher) RefreshInLane(ctx context.Context, sessionID string) error {
 	c.mu.Lock()
 	_, subscribed := c.sessions[sessionID]
 	closed := c.closed
@@ -423,7 +423,7 @@ func (c *Coordinator) RefreshInLane(ctx context.Context, sessionID string) error
 // events of sessions nobody subscribes to, are dropped; an event that does
 // not belong to the canonical active root is rejected with
 // ErrNotCanonicalRoot, and an event of an unknown type with another error.
-func (c *Coordinator) AcceptRuntimeEvent(sessionID, runID string, ev Event) error {
+func (c *Publisher) AcceptRuntimeEvent(sessionID, runID string, ev Event) error {
 	switch ev.Type {
 	case TextDelta, ThinkingDelta:
 		if ev.Text == "" {
@@ -488,7 +488,7 @@ func (c *Coordinator) AcceptRuntimeEvent(sessionID, runID string, ev Event) erro
 }
 
 // Close tears every subscription down without frames; later opens fail.
-func (c *Coordinator) Close() {
+func (c *Publisher) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
@@ -503,7 +503,7 @@ func (c *Coordinator) Close() {
 
 // Stats reports the number of live subscriptions and sessions with
 // publication state (for tests and diagnostics).
-func (c *Coordinator) Stats() (subscriptions, sessions int) {
+func (c *Publisher) Stats() (subscriptions, sessions int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.subs), len(c.sessions)
@@ -518,7 +518,7 @@ type frame struct {
 }
 
 type subscriber struct {
-	c         *Coordinator
+	c         *Publisher
 	id        string
 	st        *sessionState
 	conn      *host.ConnInfo
@@ -541,7 +541,7 @@ type subscriber struct {
 	closedReserve int
 }
 
-func newSubscriber(c *Coordinator, st *sessionState, conn *host.ConnInfo, cs *connState) *subscriber {
+func newSubscriber(c *Publisher, st *sessionState, conn *host.ConnInfo, cs *connState) *subscriber {
 	s := &subscriber{c: c, id: uuid.NewString(), st: st, conn: conn, connState: cs, nextSeq: 1}
 	// The closing frame's size is reserved in the byte bound so that an
 	// eviction always fits.
