@@ -25,12 +25,44 @@ func (f *rootIdentity) holdsBack(root *protocol.TurnSnapshot) bool {
 	return f != nil && root != nil && root.TurnID == f.turnID && root.RunID == f.runID && root.Status.Terminal()
 }
 
-// InstallFence fences the root turn (turnID, runID) of sessionID and
-// publishes its current (non-terminal) snapshot to the session's
-// subscribers. The caller must be inside the session's lane. Installing the
-// same fence again is a no-op; the canonical root must be that turn and not
-// terminal, and no other fence may be held.
-func (c *Publisher) InstallFence(ctx context.Context, sessionID, turnID, runID string) error {
+// Fence is the terminal publication fence of one root turn, held by the
+// session owner (internal/turns) from the turn's launch until its terminal
+// transition publishes it or its ownership ends without one.
+type Fence struct {
+	p         *Publisher
+	sessionID string
+	id        rootIdentity
+}
+
+// InstallFence fences the root turn (turnID, runID) of sessionID, publishes
+// its current (non-terminal) snapshot to the session's subscribers and
+// returns the fence. The caller must be inside the session's lane.
+// Installing the same fence again returns it again; the canonical root
+// must be that turn and not terminal, and no other fence may be held.
+func (c *Publisher) InstallFence(ctx context.Context, sessionID, turnID, runID string) (*Fence, error) {
+	if err := c.installFence(ctx, sessionID, turnID, runID); err != nil {
+		return nil, err
+	}
+	return &Fence{p: c, sessionID: sessionID, id: rootIdentity{turnID, runID}}, nil
+}
+
+// PublishTerminal publishes the terminal snapshot of the fenced root turn
+// and lifts the fence. The caller must be inside the session's lane, after
+// the turn's terminal fact is durable.
+func (f *Fence) PublishTerminal(ctx context.Context) error {
+	return f.p.PublishTerminal(ctx, f.sessionID, f.id.turnID, f.id.runID)
+}
+
+// Release lifts the fence without publishing (a nil fence is a no-op), for
+// a turn whose ownership ends without a terminal transition; a later
+// refresh publishes whatever is canonical then.
+func (f *Fence) Release() {
+	if f != nil {
+		f.p.ReleaseFence(f.sessionID, f.id.turnID, f.id.runID)
+	}
+}
+
+func (c *Publisher) installFence(ctx context.Context, sessionID, turnID, runID string) error {
 	p, found, err := c.read(ctx, sessionID)
 	if err != nil {
 		return err

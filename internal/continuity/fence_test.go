@@ -32,7 +32,10 @@ func TestTerminalFenceHoldsTheTerminalSnapshotUntilPublication(t *testing.T) {
 	conn := newFakeConn(t, "conn-a")
 	sub := h.openActive(conn, "s1")
 
-	if err := h.inLane("s1", func(ctx context.Context) error { return h.c.InstallFence(ctx, "s1", "turn-s1", "run-s1") }); err != nil {
+	if err := h.inLane("s1", func(ctx context.Context) error {
+		_, err := h.c.InstallFence(ctx, "s1", "turn-s1", "run-s1")
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	h.store.update("s1", func(p *Projection) { p.RootTurn.Status = protocol.TurnRunning })
@@ -65,7 +68,7 @@ func TestTerminalFenceHoldsTheTerminalSnapshotUntilPublication(t *testing.T) {
 	h.store.update("s1", func(p *Projection) {
 		p.RootTurn = &protocol.TurnSnapshot{SessionID: "s1", TurnID: "turn-2", RunID: "run-2", Status: protocol.TurnAdmitted}
 	})
-	if err := h.inLane("s1", func(ctx context.Context) error { return h.c.InstallFence(ctx, "s1", "turn-2", "run-2") }); err != nil {
+	if err := h.inLane("s1", func(ctx context.Context) error { _, err := h.c.InstallFence(ctx, "s1", "turn-2", "run-2"); return err }); err != nil {
 		t.Fatal(err)
 	}
 	conn.flushAll()
@@ -107,17 +110,23 @@ func TestFenceRulesAndRelease(t *testing.T) {
 	h := newHarness(t)
 	h.store.add("s1")
 	// The canonical root must be the fenced turn and not terminal.
-	if err := h.inLane("s1", func(ctx context.Context) error { return h.c.InstallFence(ctx, "s1", "other", "run-s1") }); err == nil {
+	if err := h.inLane("s1", func(ctx context.Context) error { _, err := h.c.InstallFence(ctx, "s1", "other", "run-s1"); return err }); err == nil {
 		t.Fatal("fence of a turn that is not the canonical root installed")
 	}
-	if err := h.inLane("s1", func(ctx context.Context) error { return h.c.InstallFence(ctx, "s1", "turn-s1", "run-s1") }); err != nil {
+	if err := h.inLane("s1", func(ctx context.Context) error {
+		_, err := h.c.InstallFence(ctx, "s1", "turn-s1", "run-s1")
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	// Same identity again is a no-op; another identity is refused.
-	if err := h.inLane("s1", func(ctx context.Context) error { return h.c.InstallFence(ctx, "s1", "turn-s1", "run-s1") }); err != nil {
+	if err := h.inLane("s1", func(ctx context.Context) error {
+		_, err := h.c.InstallFence(ctx, "s1", "turn-s1", "run-s1")
+		return err
+	}); err != nil {
 		t.Fatalf("repeated fence: %v", err)
 	}
-	if err := h.inLane("s1", func(ctx context.Context) error { return h.c.InstallFence(ctx, "s1", "turn-x", "run-x") }); err == nil {
+	if err := h.inLane("s1", func(ctx context.Context) error { _, err := h.c.InstallFence(ctx, "s1", "turn-x", "run-x"); return err }); err == nil {
 		t.Fatal("a second fence was installed")
 	}
 	// The fence keeps the session's state without subscribers.

@@ -161,6 +161,9 @@ type activeRoot struct {
 	steering *steering
 	// inter is the run's interaction owner.
 	inter *interactions.Run
+	// fence holds the root's terminal snapshot back until its terminal
+	// transition (nil until the launch installed it).
+	fence *continuity.Fence
 	// stuck (guarded by Owner.mu) marks a root whose ownership
 	// could not end without losing accepted messages: it stays the
 	// session's active root and keeps its residency until the process

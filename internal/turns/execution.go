@@ -56,10 +56,12 @@ func (c *Owner) launch(ctx context.Context, a admission, begun *protocol.Session
 	if c.opts.Residency != nil {
 		ar.resid = c.opts.Residency()
 	}
-	if err := c.cont.InstallFence(ctx, a.SessionID, a.TurnID, a.RunID); err != nil {
+	fence, err := c.cont.InstallFence(ctx, a.SessionID, a.TurnID, a.RunID)
+	if err != nil {
 		stop(nil)
 		return nil, errors.Join(err, c.endOwnership(ar))
 	}
+	ar.fence = fence
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -97,7 +99,7 @@ func (c *Owner) endOwnership(ar *activeRoot) error {
 		c.reclaimLocked(s)
 	}
 	c.mu.Unlock()
-	c.cont.ReleaseFence(ar.sessionID, ar.turnID, ar.runID)
+	ar.fence.Release()
 	if err := ar.inter.Close(context.Background(), ClosureTurnTerminal); err != nil {
 		c.log.Error("interactions of an ended turn could not be closed", "session", ar.sessionID, "turn", ar.turnID, "err", err)
 	}
@@ -388,11 +390,11 @@ func (c *Owner) transition(ctx context.Context, ar *activeRoot, cause error) err
 	if err != nil {
 		return errors.Join(err, c.endOwnership(ar))
 	}
-	if err := c.cont.PublishTerminal(ctx, ar.sessionID, ar.turnID, ar.runID); err != nil {
+	if err := ar.fence.PublishTerminal(ctx); err != nil {
 		// Subscribers miss the terminal cut; the host drains rather than
 		// risk publishing out of order again.
 		c.log.Error("terminal snapshot not published; draining", "session", ar.sessionID, "turn", ar.turnID, "err", err)
-		c.cont.ReleaseFence(ar.sessionID, ar.turnID, ar.runID)
+		ar.fence.Release()
 		c.opts.RequestDrain()
 	}
 	if batch.Empty() {
