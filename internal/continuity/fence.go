@@ -8,7 +8,7 @@ import (
 )
 
 // The terminal publication fence makes the terminal snapshot of a root turn
-// an exactly-once cut (domain.md §7.6): while a root turn is fenced, a
+// an exactly-once cut: while a root turn is fenced, a
 // refresh that reads it as terminal is not committed, so subscribers keep
 // its last non-terminal snapshot; PublishTerminal, called by the turn's
 // terminal transition, publishes the terminal snapshot with the next

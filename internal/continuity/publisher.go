@@ -1,6 +1,7 @@
 // Package continuity owns session subscriptions: the canonical projection
 // each subscriber sees, per-subscription gapless sequences, live deltas and
-// tool events, and slow-consumer eviction (domain.md §7).
+// tool events, and slow-consumer eviction (docs/architecture.md, "The path
+// of live session output").
 //
 // Every subscriber has its own bounded queue; at most one of its frames is on
 // the connection's writer at a time. A subscriber that falls 31 frames or
@@ -24,7 +25,8 @@ import (
 	"github.com/maka-agent/maka/protocol"
 )
 
-// Bounds (protocol.md §7.6).
+// Bounds of subscriptions: per connection, and per subscriber before it is
+// evicted as a slow consumer.
 const (
 	MaxSubscriptionsPerConnection = 16
 	SubscriberMaxFrames           = 32
@@ -149,7 +151,7 @@ func encodeProjection(p Projection) ([]byte, error) {
 }
 
 // validateSnapshot checks that a projection published at revision encodes
-// as a wire snapshot the clients accept (protocol.md §7.2): within 56 KiB,
+// as a wire snapshot the clients accept: within 56 KiB,
 // its queue of this host epoch, its root turn and interactions of the
 // session. A snapshot that fails here would make every subscriber's
 // connection fail on decode.

@@ -16,7 +16,7 @@ func internalFailure() host.Outcome {
 	return host.Fail(protocol.ErrInternalFailure, MessageOperationFailed)
 }
 
-// handleQuery serves interaction.query (domain.md §4.4): in the named
+// handleQuery serves interaction.query: in the named
 // session's lane, the snapshot of an interaction of that session, in any
 // state.
 func (c *Authority) handleQuery(ctx context.Context, call *host.Call) host.Outcome {
@@ -43,7 +43,7 @@ func (c *Authority) handleQuery(ctx context.Context, call *host.Call) host.Outco
 	return host.OK(rec.snapshot())
 }
 
-// handleAnswer serves interaction.answer (domain.md §4.5): routed by id to
+// handleAnswer serves interaction.answer: routed by id to
 // the interaction's session lane, it commits the user's answer as the
 // canonical outcome unless one exists, answering against what is stored.
 // An allow remembered for the turn also resolves the run's other pending

@@ -1,5 +1,6 @@
 // Package interactions is the host's interaction authority: the durable
-// approvals and questions a running turn asks a person (domain.md §4).
+// approvals and questions a running turn asks a person
+// (docs/architecture.md, "The path of a turn": an approved tool call).
 //
 // A run's owner (BindRun, held by the session owner in internal/turns) admits its requests inside the session's lane:
 // each is written durably as pending — and the run and session marked

@@ -20,7 +20,7 @@ type interruptPayload struct {
 	RunID       string `json:"runId"`
 }
 
-// handleInterrupt serves turn.interrupt (domain.md §3.10): in one lane
+// handleInterrupt serves turn.interrupt: in one lane
 // step the queued messages are retracted by the stop fence, the run's
 // pending interactions are closed and the stop is delivered; the answer,
 // after the terminal transition, is the fence's result with the terminal

@@ -17,7 +17,7 @@ type retractPayload struct {
 	RetractID string `json:"retractId"`
 }
 
-// handleRetract serves queue.retract (domain.md §3.8): every queued
+// handleRetract serves queue.retract: every queued
 // message of the session (steering and follow-ups, not the ones in flight)
 // is retracted. It is allowed while draining; a retract id never takes a
 // place in the queue.

@@ -22,7 +22,7 @@ type submitPayload struct {
 	Placement protocol.MessagePlacement `json:"placement"`
 }
 
-// handleSubmit serves turn.message.submit (domain.md §3.5). The first
+// handleSubmit serves turn.message.submit. The first
 // matching rung answers: an identical request in progress in this epoch;
 // fail-stop; this epoch's receipt; the message's durable trace in any
 // epoch (the admission that names it, or its steering record); an older

@@ -111,8 +111,9 @@ type runRow struct {
 	AbortSource     sql.NullString
 }
 
-// snapshot derives the canonical turn snapshot of an admission from its run
-// (domain.md §2.2).
+// snapshot derives the canonical turn snapshot of an admission from its run:
+// admitted until the run starts, then the run's status, with the terminal
+// event and failure class or abort source of a terminal run.
 func snapshot(q store.Querier, a admission) (protocol.TurnSnapshot, error) {
 	var r runRow
 	err := q.QueryRow(`SELECT status, terminal_event_id, failure_class, abort_source FROM runs WHERE run_id = ?`, a.RunID).

@@ -1,13 +1,21 @@
-// Package turns owns root turns (domain.md §2): turn.start, turn.query and
-// turn.stop, the durable admission chain of each session, the one active
-// root execution per session, the execution of a turn by the agent loop
-// (internal/agent) with its record and live events, the exactly-once
-// terminal transition, and recovery of the runs a crash left open.
+// Package turns is the session owner (docs/architecture.md, "The session
+// owner"): the live state of every session of one host epoch — its active
+// root turn and its message queue — and root turns: turn.start, turn.query
+// and turn.stop, the durable admission chain of each session, the
+// execution of a turn by the agent loop (internal/agent) with its record
+// and live events, the exactly-once terminal transition and successor,
+// and recovery of the runs a crash left open. It builds its parts, session
+// continuity and the interaction authority, and calls them.
 //
 // Where things happen:
-//   - coordinator.go: the handlers and the active-root table.
-//   - execution.go: one goroutine per running turn, from run start to the
-//     terminal transition.
+//   - session.go: the live sessions, their state changes and the queue
+//     operations the message handlers call (Submit, Retract).
+//   - queue.go: the message queue of one session, its capacity checks and
+//     the running loop's steering owner.
+//   - coordinator.go: the turn handlers, the projection reader, stop and
+//     close.
+//   - execution.go: launch, one goroutine per running turn from run start
+//     to the terminal transition, and the successor.
 //   - sink.go: each event of a running turn is persisted to the run record
 //     and then published to session continuity.
 //   - recovery.go: before the host is ready, open runs end failed /
@@ -304,7 +312,9 @@ func (c *Owner) opFailure(op, sessionID string, err error) host.Outcome {
 	return internalFailure()
 }
 
-// handleStart serves turn.start (domain.md §2.4).
+// handleStart serves turn.start: an idempotent retry of an admitted turn
+// answers its snapshot, a new turn of an idle session is admitted and
+// started in one durable write, and a busy or archived session refuses.
 func (c *Owner) handleStart(ctx context.Context, call *host.Call) host.Outcome {
 	in := call.Input.(protocol.TurnStartInput)
 	var (
@@ -386,8 +396,8 @@ func (c *Owner) handleStart(ctx context.Context, call *host.Call) host.Outcome {
 	})
 	if err != nil {
 		// A turn.start that failed inside the lane may have left its
-		// admission or run in a state only a restart resolves (domain.md
-		// §1.4).
+		// admission or run in a state only a restart resolves: the host
+		// drains and the next host's recovery repairs it.
 		if !errors.Is(err, lane.ErrClosed) && ctx.Err() == nil {
 			c.opts.RequestDrain()
 		}
@@ -521,7 +531,7 @@ func (c *Owner) handleQuery(ctx context.Context, call *host.Call) host.Outcome {
 	return host.OK(snap)
 }
 
-// handleStop serves turn.stop (domain.md §2.6): the stop intent is
+// handleStop serves turn.stop: the stop intent is
 // delivered once, and the answer is the turn's snapshot after its terminal
 // transition (normally cancelled).
 func (c *Owner) handleStop(ctx context.Context, call *host.Call) host.Outcome {

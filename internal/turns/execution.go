@@ -346,7 +346,7 @@ func terminate(tx *store.Tx, a admission, batch []sessions.RunEvent, eventID str
 }
 
 // finishTransition ends an execution with the terminal transition
-// (domain.md §2.8) in the session's lane, then reports the execution done.
+// (docs/architecture.md, "The path of a turn") in the session's lane, then reports the execution done.
 // cause is set when the terminal fact could not be written: ownership then
 // ends without a transition.
 func (c *Owner) finishTransition(ar *activeRoot, cause error) {

@@ -12,8 +12,8 @@ import (
 	"github.com/maka-agent/maka/protocol"
 )
 
-// Recovery of the runs a crash left open (runtime.md §3.5, domain.md
-// §2.15); it runs once, before the host is ready.
+// Recovery of the runs a crash left open (docs/architecture.md, "The path
+// of a turn"); it runs once, before the host is ready.
 const (
 	FailureAppRestarted = "app_restarted"
 	// Recovery reasons recorded in the synthesized terminal event.

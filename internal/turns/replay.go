@@ -16,7 +16,7 @@ import (
 )
 
 // replay rebuilds the conversation before admission a from the durable
-// record of the session's earlier turns (runtime.md §1.8): user messages;
+// record of the session's earlier turns: user messages;
 // one assistant message per model step (its thinking, text and tool calls
 // regrouped by step id); one tool message per settled call. A call without
 // a recorded result (the host stopped while it ran) is dropped, and so is
