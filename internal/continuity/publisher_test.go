@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unicode/utf8"
 
@@ -980,6 +981,10 @@ func TestSubscriptionClose(t *testing.T) {
 }
 
 func TestCloseResponseFollowsEveryFrameHandedToTheConnection(t *testing.T) {
+	synctest.Test(t, testCloseResponseFollowsEveryFrameHandedToTheConnection)
+}
+
+func testCloseResponseFollowsEveryFrameHandedToTheConnection(t *testing.T) {
 	h := newHarness(t)
 	h.store.add("s1")
 	conn := newFakeConn(t, "conn-a")
@@ -1009,11 +1014,13 @@ func TestCloseResponseFollowsEveryFrameHandedToTheConnection(t *testing.T) {
 		record("close")
 		closed <- out
 	}()
-	// The close must wait for the frame already taken from the queue.
+	// The close must wait for the frame already taken from the queue:
+	// once every goroutine is blocked, it has not answered.
+	synctest.Wait()
 	select {
 	case <-closed:
 		t.Fatal("subscription.close answered while one of its frames was still being handed to the connection")
-	case <-time.After(20 * time.Millisecond):
+	default:
 	}
 	close(releaseSend)
 	if out := <-closed; out.Err != nil {
