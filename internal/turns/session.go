@@ -188,10 +188,11 @@ func (c *Owner) Submit(ctx context.Context, in MessageStart) (Submitted, error) 
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	s = c.sessions[in.SessionID]
 	switch {
 	case c.failed:
 		return Submitted{}, errFailed
-	case !cut.same(c.sessions[in.SessionID]):
+	case !cut.same(s):
 		return Submitted{Refusal: MessageQueueChanged}, nil
 	}
 	if c.opts.Residency != nil {
