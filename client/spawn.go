@@ -117,11 +117,17 @@ type SpawnResult struct {
 	LogFile  string
 }
 
+// SpawnedIdleGrace is how long a host a client spawned stays up with no
+// client, operation or running work (a host started by hand in the
+// foreground runs until it is stopped).
+const SpawnedIdleGrace = 30 * time.Second
+
 // HostServeArgs returns the arguments that run a host for one root as a
-// candidate: it refuses to start unless the root still has rootID, and
-// exits with code 2 when another host already owns the root.
+// candidate: it refuses to start unless the root still has rootID, exits
+// with code 2 when another host already owns the root, and exits after
+// SpawnedIdleGrace idle unless the caller appends another --idle-grace.
 func HostServeArgs(rootPath, rootID string) []string {
-	return []string{"host", "serve", "--root", rootPath, "--expected-root-id", rootID}
+	return []string{"host", "serve", "--root", rootPath, "--expected-root-id", rootID, "--idle-grace", SpawnedIdleGrace.String()}
 }
 
 func (s *SpawnOptions) normalize() error {

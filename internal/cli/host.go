@@ -53,10 +53,13 @@ func newHostServeCommand() *cobra.Command {
 		Short: "Run the runtime host in the foreground",
 		Long: `Run the runtime host of a storage root in the foreground. It listens on a
 private Unix socket, publishes its registration for clients, and drains
-gracefully on SIGINT or SIGTERM (exit 0). A second host for the same root
-exits with code 2 without touching anything.`,
-		Example: `  maka host serve
-  maka host serve --root ~/work/agents --idle-grace 0   # never exit when idle`,
+gracefully on SIGINT or SIGTERM (exit 0; 'maka host stop' from another
+terminal does the same). It runs until stopped; a host that a client
+starts on demand passes --idle-grace so that it exits once nobody uses it.
+A second host for the same root exits with code 2 without touching
+anything.`,
+		Example: `  maka host serve                                      # until Ctrl-C or 'maka host stop'
+  maka host serve --root ~/work/agents --idle-grace 10m  # exit after 10 idle minutes`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			root, err := rootFlag(rootPath)
@@ -78,7 +81,7 @@ exits with code 2 without touching anything.`,
 		},
 	}
 	cmd.Flags().StringVar(&rootPath, "root", "", "storage root directory")
-	cmd.Flags().DurationVar(&idleGrace, "idle-grace", host.DefaultIdleGrace, "exit after this long with no client, operation or running work (0: never)")
+	cmd.Flags().DurationVar(&idleGrace, "idle-grace", 0, "exit after this long with no client, operation or running work (0: never)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	cmd.Flags().StringVar(&expectedRootID, "expected-root-id", "", "refuse to start unless the root has this id (used when clients start the host)")
 	_ = cmd.Flags().MarkHidden("expected-root-id")
