@@ -298,14 +298,21 @@ func printView(out interface{ Write([]byte) (int, error) }, v hostView) {
 func newHostStopCommand() *cobra.Command {
 	var rootPath string
 	var wait time.Duration
+	var cancelTurns bool
 	cmd := &cobra.Command{
 		Use:   "stop",
 		Short: "Ask the runtime host of a storage root to drain and exit",
-		Long: `Send SIGTERM to the registered host after checking, through the socket's
-peer credentials, that the registered pid is the process serving it. The
-host finishes running commands and exits; stop waits for that.`,
+		Long: `Stop the host of a storage root. Turns that are running are listed first,
+and stop waits up to --wait for them to finish before it stops the host;
+with --cancel-turns they are stopped now and end cancelled. A host whose
+turns are still running when the wait ends keeps running (exit 1).
+
+Stop sends SIGTERM to the registered host after checking, through the
+socket's peer credentials, that the registered pid is the process serving
+it. The host finishes running commands and exits; stop waits for that.`,
 		Example: `  maka host stop
-  maka host stop --root ~/work/agents --wait 30s`,
+  maka host stop --wait 5m           # give running turns five minutes
+  maka host stop --cancel-turns      # stop running turns now`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			root, err := rootFlag(rootPath)
@@ -316,18 +323,22 @@ host finishes running commands and exits; stop waits for that.`,
 			if conn == nil || !view.Running {
 				return exitf(1, "nothing to stop for %s: %s", root, view.Reason)
 			}
+			defer conn.Close()
 			pid, err := conn.PeerPID()
-			conn.Close()
 			if err != nil {
 				return exitf(1, "cannot verify the host process: %v", err)
 			}
 			if pid != int(view.Registration.PID) {
 				return exitf(1, "registered pid %d is not the process serving the socket (pid %d); not signalling", view.Registration.PID, pid)
 			}
+			if err := awaitRunningTurns(cmd, conn, wait, cancelTurns); err != nil {
+				return err
+			}
+			conn.Close()
 			if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 				return exitf(1, "cannot signal pid %d: %v", pid, err)
 			}
-			deadline := time.Now().Add(wait)
+			deadline := time.Now().Add(hostExitWait)
 			for time.Now().Before(deadline) {
 				if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 					fmt.Fprintf(cmd.OutOrStdout(), "stopped runtime host (pid %d)\n", pid)
@@ -339,12 +350,81 @@ host finishes running commands and exits; stop waits for that.`,
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			return exitf(1, "runtime host (pid %d) is still running after %v", pid, wait)
+			return exitf(1, "runtime host (pid %d) is still running %v after it was asked to stop", pid, hostExitWait)
 		},
 	}
 	cmd.Flags().StringVar(&rootPath, "root", "", "storage root directory")
-	cmd.Flags().DurationVar(&wait, "wait", 15*time.Second, "how long to wait for the host to exit")
+	cmd.Flags().DurationVar(&wait, "wait", 15*time.Second, "how long running turns may take to finish before stop gives up")
+	cmd.Flags().BoolVar(&cancelTurns, "cancel-turns", false, "stop running turns now (they end cancelled) instead of waiting for them")
 	return cmd
+}
+
+// hostExitWait bounds the wait for a signalled host to exit: its own
+// shutdown is bounded by host.ShutdownGrace.
+const hostExitWait = 15 * time.Second
+
+// turnPoll is how often stop looks again at the turns it waits for.
+const turnPoll = 200 * time.Millisecond
+
+// awaitRunningTurns lists the sessions whose turn runs (or waits for the
+// user), then waits up to wait for none to be left, unless cancel: the
+// host's shutdown then stops them. Turns still running when the wait ends
+// fail the stop (exit 1) and leave the host running.
+func awaitRunningTurns(cmd *cobra.Command, conn *client.Conn, wait time.Duration, cancel bool) error {
+	ctx := cmd.Context()
+	busy := func(s protocol.SessionSummary) bool {
+		return s.Status == protocol.SessionRunning || s.Status == protocol.SessionWaitingForUser
+	}
+	running, err := listSessions(ctx, conn, false, 0, busy)
+	if err != nil {
+		return exitf(1, "cannot list running turns: %v", err)
+	}
+	if len(running) == 0 {
+		return nil
+	}
+	out := cmd.ErrOrStderr()
+	fmt.Fprintf(out, "%d running %s:\n", len(running), plural(len(running), "turn", "turns"))
+	for _, s := range running {
+		fmt.Fprintf(out, "  session %s  %s  %s\n", s.SessionID, s.Status, sessionLabel(s))
+	}
+	if cancel {
+		fmt.Fprintf(out, "stopping them: they end cancelled\n")
+		return nil
+	}
+	fmt.Fprintf(out, "waiting up to %v for them to finish (--cancel-turns stops them now)\n", wait)
+	deadline := time.Now().Add(wait)
+	for {
+		running, err = listSessions(ctx, conn, false, 0, busy)
+		switch {
+		case err != nil:
+			return exitf(1, "cannot list running turns: %v", err)
+		case len(running) == 0:
+			return nil
+		case !time.Now().Before(deadline):
+			return exitf(1, "%d %s still running after %v; the host keeps running (use --cancel-turns to stop them)",
+				len(running), plural(len(running), "turn is", "turns are"), wait)
+		}
+		select {
+		case <-ctx.Done():
+			return exitf(1, "stop interrupted; the host keeps running")
+		case <-time.After(min(turnPoll, time.Until(deadline))):
+		}
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// sessionLabel is a session's name, or its workspace when it has none.
+func sessionLabel(s protocol.SessionSummary) string {
+	if s.Name != "" {
+		return s.Name
+	}
+	return s.Workspace.Path
 }
 
 // isZombieOrGone reports whether pid has exited (a zombie waiting for its

@@ -815,3 +815,76 @@ func TestRunTimeoutStopsTheTurn(t *testing.T) {
 		t.Fatalf("streamed %q before the timeout", text.String())
 	}
 }
+
+// maka host stop names the running turns and waits for them; a turn still
+// running when the wait ends keeps the host up, and --cancel-turns stops it.
+func TestHostStopListsAndWaitsForRunningTurns(t *testing.T) {
+	hold := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	srv := modeltest.New(t, func(*modeltest.Request) modeltest.Reply {
+		return modeltest.Reply{Chunks: []modeltest.Chunk{{Text: "working"}, {Wait: hold}, {Text: " done"}}}
+	})
+	s := newSandbox(t)
+	root := spawnedRoot(t)
+	addFakeConnection(t, s, root, srv.BaseURL(), "sk")
+	p := s.startLines("run", "--root", root, "--json", "take your time")
+	started := p.until(t, "turn_started")
+	p.until(t, "text")
+	sessionID := started["sessionId"].(string)
+
+	// The wait ends with the turn still running: the host stays up.
+	r := s.run("host", "stop", "--root", root, "--wait", "300ms")
+	if r.code != 1 || !strings.Contains(r.stderr, "1 running turn") || !strings.Contains(r.stderr, sessionID) ||
+		!strings.Contains(r.stderr, "still running") {
+		t.Fatalf("stop with a running turn = %d, stderr %q; want exit 1 naming the session", r.code, r.stderr)
+	}
+	if r := s.run("host", "status", "--root", root); r.code != 0 {
+		t.Fatalf("the host is gone after a stop that gave up: status exit %d", r.code)
+	}
+
+	// A turn that finishes within the wait: stop waits, then stops.
+	stop := s.startLines("host", "stop", "--root", root, "--wait", "1m")
+	for !strings.Contains(stop.stderrText(), "waiting up to 1m0s") {
+		select {
+		case <-stop.stderrChanged():
+		case <-stop.done:
+			t.Fatalf("stop ended before the turn did: stderr %q", stop.stderrText())
+		case <-time.After(turnTimeout):
+			t.Fatalf("stop does not say it waits: stderr %q", stop.stderrText())
+		}
+	}
+	release()
+	out, code := stop.rest(t)
+	if code != 0 || len(out) == 0 || !strings.Contains(out[len(out)-1], "stopped runtime host") {
+		t.Fatalf("stop that waited = %d, stdout %q, stderr %q", code, out, stop.stderrText())
+	}
+	lines, code := p.rest(t)
+	if code != 0 || len(lines) == 0 || !strings.Contains(lines[len(lines)-1], `"status":"completed"`) {
+		t.Fatalf("the waited-for turn: exit %d, last events %q", code, lines)
+	}
+}
+
+// maka host stop --cancel-turns stops running turns at once, saying so.
+func TestHostStopCancelTurns(t *testing.T) {
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	srv := modeltest.New(t, func(*modeltest.Request) modeltest.Reply {
+		return modeltest.Reply{Chunks: []modeltest.Chunk{{Text: "working"}, {Wait: hold}, {Text: "never"}}}
+	})
+	s := newSandbox(t)
+	root := spawnedRoot(t)
+	addFakeConnection(t, s, root, srv.BaseURL(), "sk")
+	p := s.startLines("run", "--root", root, "--json", "take your time")
+	p.until(t, "turn_started")
+	p.until(t, "text")
+	r := s.run("host", "stop", "--root", root, "--cancel-turns")
+	if r.code != 0 || !strings.Contains(r.stderr, "1 running turn") || !strings.Contains(r.stderr, "end cancelled") {
+		t.Fatalf("stop --cancel-turns = %d, stderr %q", r.code, r.stderr)
+	}
+	lines, _ := p.rest(t)
+	if len(lines) == 0 || !strings.Contains(lines[len(lines)-1], `"status":"cancelled"`) {
+		t.Fatalf("the cancelled turn's last events %q", lines)
+	}
+}
