@@ -65,12 +65,9 @@ func attach(cmd *cobra.Command, o attachOptions, sessionID string) error {
 	defer conn.Close()
 	sum, err := getSession(ctx, conn, sessionID)
 	if err != nil {
-		var ee *exitError
-		if errors.As(err, &ee) && ee.code == 2 {
-			ee.code = 1
-		}
-		return detachedOr(ctx, err)
+		return detachedOr(ctx, missingSessionExits1(err))
 	}
+	sessionID = sum.SessionID
 	p := newPrinter(cmd.OutOrStdout(), cmd.ErrOrStderr(), o.json)
 	a := &attachment{conn: conn, p: p, sessionID: sessionID, exitAfterTurn: o.exitAfterTurn, rootHint: o.host.rootHint(),
 		turns: map[string]protocol.TurnStatus{}}

@@ -84,18 +84,58 @@ func sessionIDArg(id string) error {
 	return nil
 }
 
-// getSession returns a session of the catalog; a missing one is an error
-// naming what to do.
+// minSessionPrefix is the shortest session id prefix a command accepts.
+const minSessionPrefix = 4
+
+// getSession returns a session of the catalog by its id or by a unique
+// prefix of at least minSessionPrefix characters; a missing session, or a
+// prefix several sessions share (they are listed), is an error naming what
+// to do (exit 2).
 func getSession(ctx context.Context, c *client.Conn, id string) (protocol.SessionSummary, error) {
 	res, err := c.Call(ctx, protocol.OpSessionCatalogQuery, protocol.SessionCatalogQueryInput{Kind: protocol.SessionCatalogGet, SessionID: id})
 	if err != nil {
 		return protocol.SessionSummary{}, callError(ctx, "cannot read session "+id, err)
 	}
-	r, ok := res.(protocol.SessionCatalogQueryResult)
-	if !ok || r.Session == nil {
-		return protocol.SessionSummary{}, exitf(2, "no session %s (see 'maka sessions list --all')", id)
+	if r, ok := res.(protocol.SessionCatalogQueryResult); ok && r.Session != nil {
+		return *r.Session, nil
 	}
-	return *r.Session, nil
+	if len(id) < minSessionPrefix {
+		return protocol.SessionSummary{}, exitf(2, "no session %s (give the id or at least %d of its first characters; see 'maka sessions list --all')", id, minSessionPrefix)
+	}
+	found, err := listSessions(ctx, c, true, 0, func(s protocol.SessionSummary) bool { return strings.HasPrefix(s.SessionID, id) })
+	if err != nil {
+		return protocol.SessionSummary{}, callError(ctx, "cannot list sessions", err)
+	}
+	switch len(found) {
+	case 0:
+		return protocol.SessionSummary{}, exitf(2, "no session %s (see 'maka sessions list --all')", id)
+	case 1:
+		return found[0], nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d sessions start with %s; give more of the id:", len(found), id)
+	for _, s := range found {
+		fmt.Fprintf(&b, "\n  %s  %s", s.SessionID, sessionLabel(s))
+	}
+	return protocol.SessionSummary{}, &exitError{code: 2, err: errAmbiguousSession{b.String()}}
+}
+
+// errAmbiguousSession is a session prefix several sessions share: always
+// a usage error (exit 2), even where a missing session exits 1.
+type errAmbiguousSession struct{ msg string }
+
+func (e errAmbiguousSession) Error() string { return e.msg }
+
+// missingSessionExits1 turns getSession's "no session" (exit 2) into exit
+// 1, for commands where a missing session is not a usage error; an
+// ambiguous prefix stays exit 2.
+func missingSessionExits1(err error) error {
+	var ee *exitError
+	var amb errAmbiguousSession
+	if errors.As(err, &ee) && ee.code == 2 && !errors.As(err, &amb) {
+		ee.code = 1
+	}
+	return err
 }
 
 // sessionListAttempts bounds the restarts of a listing that races with
@@ -232,12 +272,9 @@ func sessionsShow(cmd *cobra.Command, o *sessionsOptions, id string, messages in
 	defer done()
 	sum, err := getSession(ctx, conn, id)
 	if err != nil {
-		var ee *exitError
-		if errors.As(err, &ee) && ee.code == 2 {
-			ee.code = 1
-		}
-		return err
+		return missingSessionExits1(err)
 	}
+	id = sum.SessionID
 	msgs, err := transcriptTail(ctx, conn, id, messages)
 	if err != nil {
 		return callError(ctx, "cannot read the transcript", err)
@@ -335,6 +372,11 @@ func lifecycleCommand(o *sessionsOptions, action protocol.SessionLifecycleAction
 				return err
 			}
 			defer done()
+			sum, err := getSession(ctx, conn, id)
+			if err != nil {
+				return missingSessionExits1(err)
+			}
+			id = sum.SessionID
 			res, err := conn.Call(ctx, protocol.OpSessionLifecycleSet, protocol.SessionLifecycleSetInput{SessionID: id, Action: action})
 			switch {
 			case client.IsCode(err, protocol.ErrNotFound):

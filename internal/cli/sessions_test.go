@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/maka-agent/maka/protocol"
 )
 
 type sessionJSON struct {
@@ -179,5 +181,48 @@ func TestHelpAndCompletionScripts(t *testing.T) {
 	}
 	if r := s.run("__complete", "connection", "add", "--provider", "openai-c"); r.code != 0 || !strings.Contains(r.stdout, "openai-compatible") {
 		t.Errorf("provider completion = %d %q", r.code, r.stdout)
+	}
+}
+
+// Every command that takes a session id takes a unique prefix of at least
+// four characters; an ambiguous one lists the candidates and exits 2.
+func TestSessionIDPrefixes(t *testing.T) {
+	s := newSandbox(t)
+	root := spawnedRoot(t)
+	script := writeScript(t, echoScript)
+	first := s.run("run", "--root", root, "--host-arg=--model-script="+script, "--json", "hello")
+	if first.code != 0 {
+		t.Fatalf("run = %d %q", first.code, first.stderr)
+	}
+	conn, _, _ := connect(t, root)
+	for _, id := range []string{"abcd1111-x", "abcd2222-y"} {
+		if _, err := conn.Call(turnCtx(t), protocol.OpSessionCreate, protocol.SessionCreateInput{
+			SessionID: id, Workspace: protocol.HostPathWorkspace(t.TempDir()), Name: "named " + id,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := s.run("sessions", "show", "--root", root, "abcd1", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"abcd1111-x"`) {
+		t.Fatalf("show by prefix = %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	r := s.run("sessions", "show", "--root", root, "abcd")
+	if r.code != 2 || !strings.Contains(r.stderr, "abcd1111-x") || !strings.Contains(r.stderr, "abcd2222-y") {
+		t.Fatalf("ambiguous prefix = %d %q, want exit 2 listing both", r.code, r.stderr)
+	}
+	if r := s.run("sessions", "show", "--root", root, "abc"); r.code != 1 || !strings.Contains(r.stderr, "at least 4") {
+		t.Fatalf("3-character prefix = %d %q", r.code, r.stderr)
+	}
+	if r := s.run("run", "--root", root, "--host-arg=--model-script="+script, "--session", "abcd2", "--json", "go on"); r.code != 0 ||
+		!strings.Contains(r.stdout, `"sessionId":"abcd2222-y"`) {
+		t.Fatalf("run --session by prefix = %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := s.run("run", "--root", root, "--host-arg=--model-script="+script, "--session", "abcd", "go on"); r.code != 2 || !strings.Contains(r.stderr, "give more of the id") {
+		t.Fatalf("run --session with an ambiguous prefix = %d %q", r.code, r.stderr)
+	}
+	if r := s.run("sessions", "archive", "--root", root, "abcd1"); r.code != 0 {
+		t.Fatalf("archive by prefix = %d %q", r.code, r.stderr)
+	}
+	if r := s.run("attach", "--root", root, "--exit-after-turn", "--no-input", "abcd"); r.code != 2 {
+		t.Fatalf("attach with an ambiguous prefix = %d %q", r.code, r.stderr)
 	}
 }
