@@ -641,8 +641,20 @@ func (r *turnRun) selectSession(ctx context.Context) (protocol.SessionSummary, b
 func (r *turnRun) applyPermissions(ctx context.Context, sum protocol.SessionSummary, created bool) (protocol.SessionSummary, string, error) {
 	o := r.req.opts
 	in := protocol.SessionPermissionsSetInput{SessionID: sum.SessionID, Sandbox: o.sandbox, AddRules: r.req.rules}
-	if !created && r.req.mode != "" {
+	inherited := ""
+	switch {
+	case !created && r.req.mode != "":
 		in.PermissionMode = r.req.mode
+	case !created && sum.PermissionMode == protocol.PermissionModeBypass:
+		// bypass is kept only when asked for again: this run, and the
+		// session from now on, use the root's default mode.
+		def, err := r.defaultMode(ctx)
+		if err != nil {
+			return sum, "", err
+		}
+		if def != protocol.PermissionModeBypass {
+			in.PermissionMode, inherited = def, string(def)
+		}
 	}
 	var res any
 	var err error
@@ -658,8 +670,13 @@ func (r *turnRun) applyPermissions(ctx context.Context, sum protocol.SessionSumm
 	if !ok {
 		return sum, "", exitf(1, "session permissions: unexpected result %T", res)
 	}
-	if perms.PermissionMode != sum.PermissionMode {
+	switch {
+	case inherited != "":
+		r.p.notef("maka: permission mode: %s (the session was in bypass, which is kept only with --permission-mode bypass)", perms.PermissionMode)
+	case perms.PermissionMode != sum.PermissionMode:
 		r.p.notef("maka: permission mode: %s (was %s)", perms.PermissionMode, sum.PermissionMode)
+	default:
+		r.p.notef("maka: permission mode: %s", perms.PermissionMode)
 	}
 	sum.PermissionMode = perms.PermissionMode
 	box := perms.SandboxInForce()
@@ -670,6 +687,16 @@ func (r *turnRun) applyPermissions(ctx context.Context, sum protocol.SessionSumm
 		r.p.notef("maka: sandbox: %s", box)
 	}
 	return sum, box, nil
+}
+
+// defaultMode is the permission mode the root gives new sessions (its
+// runtime policy's chat default).
+func (r *turnRun) defaultMode(ctx context.Context) (protocol.PermissionMode, error) {
+	snap, err := r.conn.QueryRuntimePolicy(ctx)
+	if err != nil {
+		return "", callError(ctx, "cannot read the root's default permission mode", err)
+	}
+	return protocol.PermissionMode(snap.Policy.ChatDefaults.PermissionMode), nil
 }
 
 // warnCreationFlags says that the options of a new session do not change

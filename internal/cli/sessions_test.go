@@ -226,3 +226,46 @@ func TestSessionIDPrefixes(t *testing.T) {
 		t.Fatalf("attach with an ambiguous prefix = %d %q", r.code, r.stderr)
 	}
 }
+
+// Every run says the permission mode in force; --permission-mode changes
+// an existing session's mode durably; bypass is never inherited: a later
+// run without --permission-mode bypass uses the root's default and says so.
+func TestRunPermissionModeOfAnExistingSession(t *testing.T) {
+	s := newSandbox(t)
+	root := spawnedRoot(t)
+	script := writeScript(t, echoScript)
+	dir := t.TempDir()
+	run := func(args ...string) result {
+		t.Helper()
+		r := s.run(append([]string{"run", "--root", root, "--host-arg=--model-script=" + script, "--cwd", dir}, args...)...)
+		if r.code != 0 {
+			t.Fatalf("run %v = %d %q", args, r.code, r.stderr)
+		}
+		return r
+	}
+	mode := func() string {
+		t.Helper()
+		list := s.sessionsJSON("--root", root)
+		if len(list) != 1 {
+			t.Fatalf("%d sessions", len(list))
+		}
+		return list[0].PermissionMode
+	}
+	if r := run("--permission-mode", "explore", "first"); !strings.Contains(r.stderr, "permission mode: explore") {
+		t.Fatalf("a new session's run does not say its mode: %q", r.stderr)
+	}
+	if r := run("--continue", "--permission-mode", "execute", "second"); !strings.Contains(r.stderr, "permission mode: execute (was explore)") || mode() != "execute" {
+		t.Fatalf("changing the mode: stderr %q, mode %s", r.stderr, mode())
+	}
+	if r := run("--continue", "third"); !strings.Contains(r.stderr, "permission mode: execute") || mode() != "execute" {
+		t.Fatalf("an unchanged mode: stderr %q, mode %s", r.stderr, mode())
+	}
+	run("--continue", "--permission-mode", "bypass", "fourth")
+	if mode() != "bypass" {
+		t.Fatalf("mode %s after --permission-mode bypass", mode())
+	}
+	r := run("--continue", "fifth")
+	if !strings.Contains(r.stderr, "the session was in bypass") || mode() == "bypass" {
+		t.Fatalf("bypass was inherited: stderr %q, mode %s", r.stderr, mode())
+	}
+}
