@@ -502,7 +502,8 @@ func TestRunJSONAndToolActivity(t *testing.T) {
 		t.Fatalf("text run = %d %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
-	if len(lines) != 2 || lines[0] != "▸ Bash echo listed | tee /dev/null" || !strings.HasPrefix(lines[1], "✓ Bash (") || !strings.HasSuffix(lines[1], " ms)") {
+	if len(lines) != 3 || lines[0] != "maka: permission mode: bypass" || lines[1] != "▸ Bash echo listed | tee /dev/null" ||
+		!strings.HasPrefix(lines[2], "✓ Bash (") || !strings.HasSuffix(lines[2], " ms)") {
 		t.Fatalf("tool lines %q", lines)
 	}
 
