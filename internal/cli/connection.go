@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/maka-agent/maka/client"
+	"github.com/maka-agent/maka/internal/model"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -138,7 +139,15 @@ func readCatalogOnce(ctx context.Context, c *client.Conn) (catalogView, bool, er
 }
 
 // noConnectionMessage says exactly how to add a connection.
-func noConnectionMessage(rootHint string) string {
+func noConnectionMessage(ctx context.Context, rootHint string) string {
+	if found := discoverLocal(ctx, localCandidates); len(found) > 0 {
+		var b strings.Builder
+		b.WriteString("no model connection is configured, but a local model server answers:")
+		for _, f := range found {
+			fmt.Fprintf(&b, "\n  %s at %s (models: %s); add it with:\n    %s", f.Name, f.BaseURL, strings.Join(f.Models[:min(len(f.Models), 5)], ", "), f.addCommand(rootHint))
+		}
+		return b.String()
+	}
 	return fmt.Sprintf(`no model connection is configured. Add one, for example:
   maka connection add%[1]s --provider openai --model MODEL_ID --key-env OPENAI_API_KEY
   maka connection add%[1]s --provider anthropic --model MODEL_ID --key-env ANTHROPIC_API_KEY
@@ -156,7 +165,7 @@ func resolveModelTarget(ctx context.Context, c *client.Conn, slug, model, rootHi
 		return protocol.ModelTarget{}, callError(ctx, "cannot read the connection catalog", err)
 	}
 	if len(cat.Connections) == 0 {
-		return protocol.ModelTarget{}, exitf(2, "%s", noConnectionMessage(rootHint))
+		return protocol.ModelTarget{}, exitf(2, "%s", noConnectionMessage(ctx, rootHint))
 	}
 	var conn *catalogConnection
 	switch {
@@ -192,9 +201,13 @@ func explainFailure(ctx context.Context, c *client.Conn, snap protocol.TurnSnaps
 	prefix := "the turn failed (" + class + "): "
 	switch class {
 	case "model_unavailable":
-		return explainModelUnavailable(ctx, c, rootHint)
+		return explainModelUnavailable(ctx, c, snap.SessionID, rootHint)
 	case "auth":
-		return prefix + "the provider rejected the credentials; store a valid key with 'maka connection set-key SLUG" + rootHint + "'"
+		slug := "SLUG"
+		if t, err := sessionTarget(ctx, c, snap.SessionID); err == nil && t.conn != nil {
+			slug = t.conn.Slug
+		}
+		return prefix + "the provider rejected the credentials; store a valid key with 'maka connection set-key " + slug + rootHint + "'"
 	case "rate_limit":
 		return prefix + "the provider is rate limiting requests; try again later"
 	case "provider_billing":
@@ -215,32 +228,75 @@ func explainFailure(ctx context.Context, c *client.Conn, snap protocol.TurnSnaps
 	return prefix + "see 'maka sessions show " + snap.SessionID + rootHint + "'"
 }
 
-func explainModelUnavailable(ctx context.Context, c *client.Conn, rootHint string) string {
-	generic := "the model could not be used; check 'maka connection list" + rootHint + "'"
+// target is the connection and model a session's turns use, as the host
+// resolves its model target; conn is nil when the target names none.
+type target struct {
+	cat      *catalogView
+	conn     *catalogConnection
+	model    string
+	explicit bool // the session names its connection (else the default)
+}
+
+// sessionTarget reads the session's model target and the catalog.
+func sessionTarget(ctx context.Context, c *client.Conn, sessionID string) (target, error) {
+	var t target
+	sum, err := getSession(ctx, c, sessionID)
+	if err != nil {
+		return t, err
+	}
 	cat, err := readCatalog(ctx, c)
+	if err != nil {
+		return t, err
+	}
+	t.cat = &cat
+	if sum.ModelTarget.Kind == protocol.ModelTargetExplicit {
+		t.explicit, t.conn, t.model = true, cat.bySlug(sum.ModelTarget.ConnectionSlug), sum.ModelTarget.Model
+		return t, nil
+	}
+	if cat.DefaultTarget != nil {
+		t.conn, t.model = cat.byID(cat.DefaultTarget.ConnectionID), cat.DefaultTarget.ModelID
+	}
+	return t, nil
+}
+
+// explainModelUnavailable says what keeps the session's model from being
+// used: its own connection when it names one, else the default target.
+func explainModelUnavailable(ctx context.Context, c *client.Conn, sessionID, rootHint string) string {
+	generic := "the model could not be used; check 'maka connection list" + rootHint + "'"
+	t, err := sessionTarget(ctx, c, sessionID)
 	if err != nil {
 		return generic
 	}
-	if len(cat.Connections) == 0 {
-		return noConnectionMessage(rootHint)
-	}
-	if cat.DefaultTarget == nil {
-		return "no default model is set; choose one with 'maka connection default SLUG [MODEL]" + rootHint + "' (connections: " +
+	cat := t.cat
+	switch {
+	case len(cat.Connections) == 0:
+		return noConnectionMessage(ctx, rootHint)
+	case t.explicit && t.conn == nil:
+		return "the session's connection no longer exists; continue in a new session or add the connection again (connections: " +
 			strings.Join(cat.slugs(), ", ") + ")"
-	}
-	conn := cat.byID(cat.DefaultTarget.ConnectionID)
-	if conn == nil {
+	case cat.DefaultTarget == nil && !t.explicit:
+		return "no default model is set; choose one with 'maka connection default " + cat.slugs()[0] + " [MODEL]" + rootHint + "' (connections: " +
+			strings.Join(cat.slugs(), ", ") + ")"
+	case t.conn == nil:
 		return generic
 	}
+	conn := t.conn
 	if !conn.Enabled {
-		return "connection " + conn.Slug + " is disabled; choose another default with 'maka connection default SLUG" + rootHint + "'"
+		return "connection " + conn.Slug + " is disabled; enable it, or choose another default with 'maka connection default SLUG" + rootHint + "' (connections: " +
+			strings.Join(cat.slugs(), ", ") + ")"
 	}
-	if auth := protocol.ProviderAuth(conn.ProviderType); auth == protocol.AuthAPIKey || auth == protocol.AuthOAuthToken {
+	if why := model.Unsupported(conn.ProviderType); why != "" {
+		return "connection " + conn.Slug + ": " + why
+	}
+	if !slices.Contains(conn.EnabledModelIDs, t.model) {
+		return "model " + t.model + " is not enabled on connection " + conn.Slug + " (enabled: " + strings.Join(conn.EnabledModelIDs, ", ") + ")"
+	}
+	if !model.KeyOptional(conn.ProviderType) {
 		if configured, err := credentialConfigured(ctx, c, conn); err == nil && !configured {
 			return "no API key is stored for connection " + conn.Slug + "; set one with 'maka connection set-key " + conn.Slug + rootHint + "' (the key is read from stdin)"
 		}
 	}
-	return generic
+	return generic + " (connection " + conn.Slug + ", model " + t.model + "; the host log says more)"
 }
 
 func credentialKind(providerType string) string {
@@ -351,6 +407,9 @@ func connectionAdd(cmd *cobra.Command, o connectionAddOptions, args []string) er
 	if !slices.Contains(protocol.ProviderTypes, o.provider) {
 		return exitf(2, "unknown --provider %q; one of: %s", o.provider, strings.Join(protocol.ProviderTypes, ", "))
 	}
+	if why := model.Unsupported(o.provider); why != "" {
+		return exitf(2, "%s", why)
+	}
 	slug := o.provider
 	if len(args) == 1 {
 		slug = args[0]
@@ -397,6 +456,17 @@ func connectionAdd(cmd *cobra.Command, o connectionAddOptions, args []string) er
 	}
 	defer done()
 	hint := o.host.rootHint()
+	endpoint := baseURL
+	if endpoint == "" {
+		endpoint = protocol.ProviderDefaultBaseURL[o.provider]
+	}
+	if listed, err := listModels(ctx, o.provider, endpoint, key); err == nil {
+		for _, m := range o.models {
+			if note := modelNote(m, listed); note != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "maka: warning: %s\n", note)
+			}
+		}
+	}
 	var created protocol.CatalogConnectionCommitted
 	var hadDefault bool
 	for attempt := 0; ; attempt++ {
@@ -438,8 +508,12 @@ func connectionAdd(cmd *cobra.Command, o connectionAddOptions, args []string) er
 			return exitf(1, "the connection was added but its key was not stored: %v; retry with 'maka connection set-key %s%s'", err, slug, hint)
 		}
 		fmt.Fprintln(out, "stored its API key")
-	} else if auth == protocol.AuthAPIKey || auth == protocol.AuthOAuthToken {
-		fmt.Fprintf(out, "no API key stored; set one with 'maka connection set-key %s%s' (reads stdin)\n", slug, hint)
+	} else if model.KeyOptional(o.provider) {
+		if auth != protocol.AuthNone {
+			fmt.Fprintf(out, "no API key stored: requests are sent without one (set one with 'maka connection set-key %s%s' if the server needs it)\n", slug, hint)
+		}
+	} else {
+		fmt.Fprintf(out, "no API key stored; %s needs one: set it with 'maka connection set-key %s%s' (reads stdin)\n", o.provider, slug, hint)
 	}
 	if !hadDefault || o.setDef {
 		if err := setDefault(ctx, conn, added.ConnectionID, o.models[0]); err != nil {
@@ -571,7 +645,7 @@ func newConnectionListCommand() *cobra.Command {
 				}{cat.Revision, cat.DefaultTarget, rows})
 			}
 			if len(rows) == 0 {
-				fmt.Fprintln(cmd.ErrOrStderr(), noConnectionMessage(h.rootHint()))
+				fmt.Fprintln(cmd.ErrOrStderr(), noConnectionMessage(cmd.Context(), h.rootHint()))
 				return nil
 			}
 			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -583,7 +657,9 @@ func newConnectionListCommand() *cobra.Command {
 					key = "not needed"
 				case r.KeyConfigured:
 					key = "stored"
-				case protocol.ProviderAuth(r.ProviderType) != protocol.AuthOptionalAPIKey:
+				case model.KeyOptional(r.ProviderType):
+					key = "none"
+				default:
 					key = "missing"
 				}
 				def := ""
@@ -622,7 +698,7 @@ func findConnection(ctx context.Context, h *hostFlags, slug string) (*client.Con
 	if c == nil {
 		conn.Close()
 		if len(cat.Connections) == 0 {
-			return nil, cat, nil, exitf(1, "no connection %q: %s", slug, noConnectionMessage(h.rootHint()))
+			return nil, cat, nil, exitf(1, "no connection %q: %s", slug, noConnectionMessage(ctx, h.rootHint()))
 		}
 		return nil, cat, nil, exitf(1, "no connection %q; the connections are %s", slug, strings.Join(cat.slugs(), ", "))
 	}

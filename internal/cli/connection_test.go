@@ -117,3 +117,66 @@ func TestConnectionCommands(t *testing.T) {
 		t.Fatalf("run without a default = %d %q", r.code, r.stderr)
 	}
 }
+
+// A keyless local server works behind openai-compatible with --no-key:
+// nothing asks for a key, no credential is sent, and the list says none.
+func TestKeylessCompatibleConnection(t *testing.T) {
+	srv := modeltest.New(t, func(req *modeltest.Request) modeltest.Reply {
+		return modeltest.Reply{Chunks: []modeltest.Chunk{{Text: "keyless " + req.LastUser()}}}
+	})
+	srv.SetModels("m1", "m2")
+	s := newSandbox(t)
+	root := spawnedRoot(t)
+	add := s.run("connection", "add", "local", "--root", root, "--provider", "openai-compatible", "--base-url", srv.BaseURL(), "--model", "m1", "--no-key")
+	if add.code != 0 || !strings.Contains(add.stdout, "requests are sent without one") || add.stderr != "" {
+		t.Fatalf("add --no-key = %d %q %q", add.code, add.stdout, add.stderr)
+	}
+	if r := s.run("connection", "list", "--root", root); !strings.Contains(r.stdout, "none") || strings.Contains(r.stdout, "missing") {
+		t.Fatalf("list shows the keyless connection as %q", r.stdout)
+	}
+	r := s.run("run", "--root", root, "hello")
+	if r.code != 0 || r.stdout != "keyless hello\n" {
+		t.Fatalf("keyless run = %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	for _, req := range srv.Seen() {
+		if req.Authorization != "" {
+			t.Fatalf("a keyless connection sent %q", req.Authorization)
+		}
+	}
+	// An id the server does not list is warned about, with what it lists.
+	w := s.run("connection", "add", "other", "--root", root, "--provider", "openai-compatible", "--base-url", srv.BaseURL(), "--model", "m3", "--no-key")
+	if w.code != 0 || !strings.Contains(w.stderr, "model m3 is not among the models the server lists: m1, m2") {
+		t.Fatalf("add of an unlisted model = %d %q", w.code, w.stderr)
+	}
+}
+
+// Providers this host cannot run are refused when they are added.
+func TestUnsupportedProvidersAreRefusedAtAdd(t *testing.T) {
+	s := newSandbox(t)
+	root := spawnedRoot(t)
+	for _, p := range []string{"github-copilot", "claude-subscription", "google"} {
+		r := s.run("connection", "add", "--root", root, "--provider", p, "--model", "x", "--no-key")
+		if r.code != 2 || !strings.Contains(r.stderr, "not supported yet") {
+			t.Errorf("add --provider %s = %d %q, want exit 2 'not supported yet'", p, r.code, r.stderr)
+		}
+	}
+}
+
+// A turn that cannot use its model is explained from the session's own
+// connection, not the default target's.
+func TestModelUnavailableNamesTheSessionsConnection(t *testing.T) {
+	srv := modeltest.New(t, func(req *modeltest.Request) modeltest.Reply {
+		return modeltest.Reply{Chunks: []modeltest.Chunk{{Text: "ok"}}}
+	})
+	s := newSandbox(t)
+	root := spawnedRoot(t)
+	addFakeConnection(t, s, root, srv.BaseURL(), "sk-good")
+	if r := s.run("connection", "add", "paid", "--root", root, "--provider", "openai", "--model", "gpt-4o", "--no-key"); r.code != 0 {
+		t.Fatalf("add = %d %q", r.code, r.stderr)
+	}
+	r := s.run("run", "--root", root, "--connection", "paid", "hello")
+	if r.code != 1 || !strings.Contains(r.stderr, "no API key is stored for connection paid") ||
+		!strings.Contains(r.stderr, "maka connection set-key paid") {
+		t.Fatalf("run on a keyless openai connection = %d %q", r.code, r.stderr)
+	}
+}

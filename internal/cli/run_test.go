@@ -338,7 +338,7 @@ func TestRunProviderFailureExitsOne(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("run = %d, want 1; stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
-	if !strings.Contains(r.stderr, "(auth)") || !strings.Contains(r.stderr, "maka connection set-key") {
+	if !strings.Contains(r.stderr, "(auth)") || !strings.Contains(r.stderr, "maka connection set-key openai-compatible") {
 		t.Errorf("failure message %q does not say what to do", r.stderr)
 	}
 	j := s.run("run", "--root", root, "--json", "hello")

@@ -66,7 +66,7 @@ func (c *Composition) resolveModel(ctx context.Context, target protocol.ModelTar
 			kind = protocol.CredentialKindOAuthToken
 		}
 		key, ok := c.secrets.Get(protocol.ConnectionCredential(conn.ConnectionID, kind))
-		if !ok && protocol.ProviderAuth(conn.ProviderType) != protocol.AuthOptionalAPIKey {
+		if !ok && !model.KeyOptional(conn.ProviderType) {
 			return turns.Resolved{}, fmt.Errorf("no API key stored for connection %q; set one with `maka connection set-key %s`", conn.Slug, conn.Slug)
 		}
 		cfg.APIKey = key

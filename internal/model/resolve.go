@@ -126,3 +126,33 @@ func reasoningModel(model string) bool {
 	}
 	return strings.Contains(m, "codex")
 }
+
+// Unsupported says why a connection of providerType cannot serve turns
+// when none of its models declares an API protocol ("" when it can): the
+// sign-in providers need a flow that is not implemented, and google and
+// cohere speak protocols of their own.
+func Unsupported(providerType string) string {
+	switch {
+	case unsupportedTypes[providerType]:
+		return "provider " + providerType + " needs a sign-in flow, which is not supported yet"
+	case unsupportedDefaultTypes[providerType]:
+		return "provider " + providerType + " speaks an API that is not supported yet; use an OpenAI- or Anthropic-compatible endpoint of it with --provider openai-compatible or anthropic-compatible"
+	}
+	return ""
+}
+
+// keylessTypes are the provider types whose servers are often run without
+// a key: local servers and self-hosted compatible endpoints.
+var keylessTypes = map[string]bool{
+	"openai-compatible": true, "openai-responses-compatible": true, "anthropic-compatible": true,
+}
+
+// KeyOptional reports whether a connection of providerType may run with no
+// API key stored: it then sends no credential at all.
+func KeyOptional(providerType string) bool {
+	switch protocol.ProviderAuth(providerType) {
+	case protocol.AuthNone, protocol.AuthOptionalAPIKey:
+		return true
+	}
+	return keylessTypes[providerType]
+}

@@ -143,6 +143,15 @@ type Server struct {
 	requests atomic.Int64
 	mu       sync.Mutex
 	seen     []*Request
+	models   []string // GET /v1/models lists them (nil: 404)
+}
+
+// SetModels makes GET /v1/models list ids (it is not counted as a
+// request).
+func (s *Server) SetModels(ids ...string) {
+	s.mu.Lock()
+	s.models = ids
+	s.mu.Unlock()
 }
 
 // New starts a server whose replies handle decides; it is closed when the
@@ -170,6 +179,10 @@ func (s *Server) Seen() []*Request {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path == "/v1/models" {
+		s.listModels(w)
+		return
+	}
 	s.requests.Add(1)
 	var decode func([]byte) (*Request, error)
 	switch r.URL.Path {
@@ -355,4 +368,25 @@ func play(ctx context.Context, chunks []Chunk, w chunkWriter) bool {
 		}
 	}
 	return true
+}
+
+func (s *Server) listModels(w http.ResponseWriter) {
+	s.mu.Lock()
+	ids := s.models
+	s.mu.Unlock()
+	if ids == nil {
+		http.Error(w, `{"error":{"message":"not found"}}`, http.StatusNotFound)
+		return
+	}
+	type model struct {
+		ID string `json:"id"`
+	}
+	list := struct {
+		Data []model `json:"data"`
+	}{Data: []model{}}
+	for _, id := range ids {
+		list.Data = append(list.Data, model{ID: id})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(list)
 }
