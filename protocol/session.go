@@ -141,7 +141,13 @@ type SessionCreateInput struct {
 	Labels         []string       `json:"labels,omitempty"`
 	ModelTarget    *ModelTarget   `json:"modelTarget,omitempty"`
 	PermissionMode PermissionMode `json:"permissionMode,omitempty"`
+	// Thinking is the session's reasoning effort (an extension field:
+	// off, low, medium or high; "" leaves the provider's default).
+	Thinking string `json:"thinking,omitempty"`
 }
+
+// SessionThinkingLevels are the reasoning efforts a session may ask for.
+var SessionThinkingLevels = []string{"off", "low", "medium", "high"}
 
 // SessionCatalogQueryKind discriminates a SessionCatalogQueryInput.
 type SessionCatalogQueryKind string
@@ -504,7 +510,7 @@ func decodeSessionSummary(d *D, v Value, path string) SessionSummary {
 }
 
 func decodeSessionCreateInput(d *D, v Value) any {
-	o := d.Closed(v, "input", []string{"sessionId", "workspace"}, []string{"name", "labels", "modelTarget", "permissionMode"})
+	o := d.Closed(v, "input", []string{"sessionId", "workspace"}, []string{"name", "labels", "modelTarget", "permissionMode", "thinking"})
 	in := SessionCreateInput{SessionID: o.EntityID("sessionId")}
 	wv, wp := o.Get("workspace")
 	in.Workspace = decodeWorkspace(d, wv, wp)
@@ -522,6 +528,9 @@ func decodeSessionCreateInput(d *D, v Value) any {
 	}
 	if o.Has("permissionMode") {
 		in.PermissionMode = PermissionMode(o.Enum("permissionMode", sessionPermissionModes...))
+	}
+	if o.Has("thinking") {
+		in.Thinking = o.Enum("thinking", SessionThinkingLevels...)
 	}
 	return in
 }

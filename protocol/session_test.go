@@ -105,7 +105,7 @@ func ssValidCases(t testing.TB) []shCase {
 		// session.create
 		{name: "create minimal", op: OpSessionCreate, in: ssCreate},
 		{name: "create full", op: OpSessionCreate,
-			in: `{"sessionId":"s1","workspace":{"kind":"host_path","path":"/w"},"name":"n","labels":["a","b"],"modelTarget":{"kind":"explicit","connectionSlug":"ab","model":"m"},"permissionMode":"execute"}`},
+			in: `{"sessionId":"s1","workspace":{"kind":"host_path","path":"/w"},"name":"n","labels":["a","b"],"modelTarget":{"kind":"explicit","connectionSlug":"ab","model":"m"},"permissionMode":"execute","thinking":"high"}`},
 		{name: "create default target, key order canonical", op: OpSessionCreate,
 			in:   `{"permissionMode":"explore","modelTarget":{"kind":"default"},"workspace":{"path":"//x/../y","kind":"host_path"},"sessionId":"s_1-A"}`,
 			want: `{"sessionId":"s_1-A","workspace":{"kind":"host_path","path":"//x/../y"},"modelTarget":{"kind":"default"},"permissionMode":"explore"}`},

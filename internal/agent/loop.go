@@ -70,7 +70,9 @@ type Turn struct {
 	Provider  model.Provider
 	Model     string
 	System    string
-	Tools     *tools.Registry
+	// Effort is the session's reasoning effort, sent with every step.
+	Effort model.Effort
+	Tools  *tools.Registry
 	// Permissions decides which calls run; one engine per turn.
 	Permissions *tools.Engine
 	// Approver answers prompts; nil denies every call that needs one. If
@@ -141,7 +143,7 @@ func (r *runner) run(ctx context.Context) Outcome {
 		if msgs, err = r.steer(ctx, msgs); err != nil {
 			return r.failure(ctx, &sinkError{err})
 		}
-		st, fin, err := r.stream(ctx, model.Request{Model: r.t.Model, System: r.t.System, Messages: msgs, Tools: specs})
+		st, fin, err := r.stream(ctx, model.Request{Model: r.t.Model, System: r.t.System, Messages: msgs, Tools: specs, Effort: r.t.Effort})
 		if ferr := r.flushStep(ctx, st); ferr != nil && err == nil {
 			err = ferr
 		}

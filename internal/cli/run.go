@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/maka-agent/maka/client"
+	"github.com/maka-agent/maka/internal/model"
 	"github.com/maka-agent/maka/internal/sandbox"
 	"github.com/maka-agent/maka/internal/tools"
 	"github.com/maka-agent/maka/protocol"
@@ -171,6 +172,7 @@ type runOptions struct {
 	model          string
 	permissionMode string
 	sandbox        string
+	thinking       string
 	allow, deny    []string
 	json           bool
 	timeout        string
@@ -228,6 +230,7 @@ interrupted (Ctrl-C stops the turn first).`,
 	f.StringVar(&o.model, "model", "", "model id of a new session (default: the connection's first enabled model)")
 	f.StringVar(&o.permissionMode, "permission-mode", "", "permission mode of the session: explore, ask, execute or bypass (default for a new session: the host's policy)")
 	f.StringVar(&o.sandbox, "sandbox", "", "sandbox of the session's commands: workspace-write, read-only or off (default: the root's, workspace-write)")
+	f.StringVar(&o.thinking, "thinking", "", "reasoning effort of a new session: off, low, medium or high (default: the model's own)")
 	f.StringArrayVar(&o.allow, "allow", nil, "add a rule allowing matching tool calls to the session (repeatable)")
 	f.StringArrayVar(&o.deny, "deny", nil, "add a rule denying matching tool calls to the session (repeatable; wins over --allow)")
 	f.BoolVar(&o.json, "json", false, "write one JSON object per line: session, turn_started, text, thinking, tool_start, tool_result, interaction, result")
@@ -235,6 +238,8 @@ interrupted (Ctrl-C stops the turn first).`,
 	cmd.MarkFlagsMutuallyExclusive("session", "continue")
 	_ = cmd.RegisterFlagCompletionFunc("permission-mode", cobra.FixedCompletions(
 		[]string{"explore", "ask", "execute", "bypass"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("thinking", cobra.FixedCompletions(
+		protocol.SessionThinkingLevels, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("sandbox", cobra.FixedCompletions(
 		[]string{protocol.SandboxWorkspaceWrite, protocol.SandboxReadOnly, protocol.SandboxOff}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("session", completeSessionIDs(&o.host))
@@ -289,6 +294,9 @@ func parseRunRequest(o runOptions, args []string, stdin io.Reader) (runRequest, 
 		if _, ok := sandbox.ParseMode(o.sandbox); !ok {
 			return r, exitf(2, "invalid --sandbox %q (want workspace-write, read-only or off)", o.sandbox)
 		}
+	}
+	if _, err := model.ParseEffort(o.thinking); err != nil {
+		return r, exitf(2, "invalid --thinking %q (want off, low, medium or high)", o.thinking)
 	}
 	if o.connection != "" && !protocol.IsConnectionSlug(o.connection) {
 		return r, exitf(2, "invalid --connection %q: see 'maka connection list'", o.connection)
@@ -614,7 +622,7 @@ func (r *turnRun) selectSession(ctx context.Context) (protocol.SessionSummary, b
 	}
 	in := protocol.SessionCreateInput{
 		SessionID: uuid.NewString(), Workspace: protocol.HostPathWorkspace(r.req.cwd),
-		Name: sessionName(r.req.prompt), PermissionMode: r.req.mode,
+		Name: sessionName(r.req.prompt), PermissionMode: r.req.mode, Thinking: o.thinking,
 	}
 	if o.connection != "" || o.model != "" {
 		target, err := resolveModelTarget(ctx, r.conn, o.connection, o.model, hint)
@@ -705,6 +713,9 @@ func (r *turnRun) warnCreationFlags(sum protocol.SessionSummary) {
 	o := r.req.opts
 	if o.connection != "" || o.model != "" {
 		r.p.notef("maka: session %s keeps its model (--connection and --model apply to new sessions)", sum.SessionID)
+	}
+	if o.thinking != "" {
+		r.p.notef("maka: session %s keeps its reasoning effort (--thinking applies to new sessions)", sum.SessionID)
 	}
 }
 

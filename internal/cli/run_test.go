@@ -901,3 +901,37 @@ func TestHostStopCancelTurns(t *testing.T) {
 		t.Fatalf("turn after stop --cancel-turns: %+v %v", got, err)
 	}
 }
+
+func TestRunThinkingReachesTheModel(t *testing.T) {
+	srv := modeltest.New(t, func(req *modeltest.Request) modeltest.Reply {
+		return modeltest.Reply{Chunks: []modeltest.Chunk{{Text: "effort " + req.ReasoningEffort}}}
+	})
+	s := newSandbox(t)
+	root := spawnedRoot(t)
+	// o4-mini is a reasoning model: reasoning_effort is sent to it.
+	if r := s.runWith("sk-test-key\n", "connection", "add", "--root", root, "--provider", "openai-compatible",
+		"--base-url", srv.BaseURL(), "--model", "o4-mini"); r.code != 0 {
+		t.Fatalf("connection add = %d %s", r.code, r.stderr)
+	}
+	r := s.run("run", "--root", root, "--thinking", "high", "think hard")
+	if r.code != 0 || r.stdout != "effort high\n" {
+		t.Fatalf("run = %d %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	// The effort is the session's: a later turn of it sends it again.
+	r = s.run("run", "--root", root, "--continue", "and again")
+	if r.code != 0 || r.stdout != "effort high\n" {
+		t.Fatalf("continued run = %d %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	// A new session without --thinking sends none.
+	r = s.run("run", "--root", root, "plain")
+	if r.code != 0 || r.stdout != "effort \n" {
+		t.Fatalf("run without --thinking = %d %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := s.run("run", "--root", root, "--thinking", "max", "x"); r.code != 2 || !strings.Contains(r.stderr, "invalid --thinking") {
+		t.Fatalf("--thinking max = %d %q", r.code, r.stderr)
+	}
+	seen := srv.Seen()
+	if len(seen) != 3 || seen[0].ReasoningEffort != "high" || seen[1].ReasoningEffort != "high" || seen[2].ReasoningEffort != "" {
+		t.Fatalf("requests: %d", len(seen))
+	}
+}

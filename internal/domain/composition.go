@@ -20,6 +20,7 @@ import (
 	"github.com/maka-agent/maka/internal/lane"
 	"github.com/maka-agent/maka/internal/messages"
 	"github.com/maka-agent/maka/internal/model"
+	"github.com/maka-agent/maka/internal/prompt"
 	"github.com/maka-agent/maka/internal/sandbox"
 	"github.com/maka-agent/maka/internal/sessions"
 	"github.com/maka-agent/maka/internal/store"
@@ -152,7 +153,7 @@ func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts O
 	// operations then use it.
 	c.turns = turns.New(turns.Options{
 		Store: st, Gate: c.gate, Residency: h.Residency, RequestDrain: requestDrain, HostEpoch: hostEpoch,
-		Resolve: resolve, System: systemPrompt,
+		Resolve: resolve, System: systemPrompt, Prompt: prompt.New(), UserDir: prompt.UserDir(),
 		Protected:        protectedPaths(rootPath, h.Protected),
 		SandboxAvailable: func() bool { ok, _ := sandboxStatus(); return ok },
 		Tools:            tools.NewRegistry(append(append(tools.Builtins(), tools.NewAskUserQuestion()), opts.Tools...)...),

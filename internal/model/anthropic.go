@@ -226,6 +226,14 @@ func (p *anthropicProvider) params(req Request) (anthropic.MessageNewParams, err
 	if req.MaxOutputTokens > 0 {
 		params.MaxTokens = req.MaxOutputTokens
 	}
+	if budget := AnthropicThinkingBudget(req.Effort); budget > 0 {
+		// max_tokens must exceed the budget: the answer keeps the
+		// configured room on top of it.
+		params.Thinking = anthropic.ThinkingConfigParamOfEnabled(budget)
+		if params.MaxTokens <= budget || req.MaxOutputTokens <= 0 {
+			params.MaxTokens = budget + p.maxTokens
+		}
+	}
 	if req.System != "" {
 		params.System = []anthropic.TextBlockParam{{Text: req.System}}
 	}

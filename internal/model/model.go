@@ -11,6 +11,7 @@ package model
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -64,6 +65,46 @@ type Request struct {
 	Messages        []Message
 	Tools           []ToolSpec
 	MaxOutputTokens int64 // 0 = provider default
+	// Effort is the reasoning effort the session asked for (EffortDefault:
+	// the provider's default). Anthropic maps it to extended thinking,
+	// OpenAI to reasoning_effort for reasoning models; other providers
+	// ignore it.
+	Effort Effort
+}
+
+// Effort is how hard a model reasons before it answers.
+type Effort string
+
+// Reasoning efforts.
+const (
+	EffortDefault Effort = ""
+	EffortOff     Effort = "off"
+	EffortLow     Effort = "low"
+	EffortMedium  Effort = "medium"
+	EffortHigh    Effort = "high"
+)
+
+// ParseEffort parses off, low, medium or high ("" is EffortDefault).
+func ParseEffort(s string) (Effort, error) {
+	switch e := Effort(s); e {
+	case EffortDefault, EffortOff, EffortLow, EffortMedium, EffortHigh:
+		return e, nil
+	}
+	return "", fmt.Errorf("reasoning effort %q is not off, low, medium or high", s)
+}
+
+// AnthropicThinkingBudget is the extended-thinking budget_tokens of an
+// effort (0: thinking stays off).
+func AnthropicThinkingBudget(e Effort) int64 {
+	switch e {
+	case EffortLow:
+		return 1024
+	case EffortMedium:
+		return 4096
+	case EffortHigh:
+		return 16384
+	}
+	return 0
 }
 
 // EventKind discriminates an Event.

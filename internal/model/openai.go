@@ -25,17 +25,21 @@ type OpenAIConfig struct {
 	HTTPClient *http.Client
 	// Headers are added to every request (and override the defaults).
 	Headers map[string]string
+	// Reasoning reports that the model reasons: only then is a request's
+	// Effort sent (reasoning_effort; Chat Completions).
+	Reasoning bool
 }
 
 type openAIChat struct {
-	svc openai.ChatCompletionService
+	svc       openai.ChatCompletionService
+	reasoning bool
 }
 
 // NewOpenAIChat returns a Provider speaking the Chat Completions streaming
 // protocol (OpenAI and the many compatible servers). It never retries on
 // its own and reads nothing from the environment.
 func NewOpenAIChat(cfg OpenAIConfig) Provider {
-	return &openAIChat{svc: openai.NewChatCompletionService(cfg.options()...)}
+	return &openAIChat{svc: openai.NewChatCompletionService(cfg.options()...), reasoning: cfg.Reasoning}
 }
 
 // options are the SDK's request options for cfg: its endpoint, key,
@@ -64,6 +68,9 @@ func (p *openAIChat) Stream(ctx context.Context, req Request, emit func(Event) e
 	params, err := openAIParams(req)
 	if err != nil {
 		return Finish{}, err
+	}
+	if e := openAIEffort(req.Effort); p.reasoning && e != "" {
+		params.ReasoningEffort = e
 	}
 	stream := p.svc.NewStreaming(ctx, params)
 	defer stream.Close()
@@ -233,6 +240,20 @@ func openAIFinish(raw string) FinishReason {
 		return FinishContentFilter
 	}
 	return FinishOther
+}
+
+// openAIEffort is the reasoning_effort of an effort ("": send none; off
+// leaves the model's default, as o-series models cannot stop reasoning).
+func openAIEffort(e Effort) shared.ReasoningEffort {
+	switch e {
+	case EffortLow:
+		return shared.ReasoningEffortLow
+	case EffortMedium:
+		return shared.ReasoningEffortMedium
+	case EffortHigh:
+		return shared.ReasoningEffortHigh
+	}
+	return ""
 }
 
 func openAIParams(req Request) (openai.ChatCompletionNewParams, error) {

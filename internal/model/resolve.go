@@ -103,6 +103,7 @@ func New(cfg Config) (Provider, error) {
 	case ProtocolOpenAIResponses:
 		return NewOpenAIResponses(oc, cfg.Reasoning || reasoningModel(cfg.Model)), nil
 	}
+	oc.Reasoning = cfg.Reasoning || reasoningModel(cfg.Model)
 	return NewOpenAIChat(oc), nil
 }
 

@@ -253,6 +253,9 @@ func (p *openAIResponses) params(req Request, o responsesOptions) (responses.Res
 	if o.summary {
 		params.Reasoning = shared.ReasoningParam{Summary: shared.ReasoningSummaryAuto}
 	}
+	if e := openAIEffort(req.Effort); p.reasoning && e != "" {
+		params.Reasoning.Effort = e
+	}
 	if p.reasoning {
 		params.Include = []responses.ResponseIncludable{responses.ResponseIncludableReasoningEncryptedContent}
 	}

@@ -71,6 +71,11 @@ type Request struct {
 		} `json:"function"`
 	} `json:"tools"`
 	Stream bool `json:"stream"`
+	// ReasoningEffort is reasoning_effort (Chat Completions) or
+	// reasoning.effort (Responses); "" when absent.
+	ReasoningEffort string `json:"reasoning_effort"`
+	// Body is the request body as received.
+	Body []byte `json:"-"`
 	// Authorization is the request's Authorization header.
 	Authorization string `json:"-"`
 }
@@ -204,6 +209,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Authorization = r.Header.Get("Authorization")
+	req.Body = body
 	s.mu.Lock()
 	s.seen = append(s.seen, req)
 	s.mu.Unlock()

@@ -12,7 +12,10 @@ type responsesBody struct {
 	Model        string `json:"model"`
 	Instructions string `json:"instructions"`
 	Stream       bool   `json:"stream"`
-	Input        []struct {
+	Reasoning    struct {
+		Effort string `json:"effort"`
+	} `json:"reasoning"`
+	Input []struct {
 		Type      string `json:"type"`
 		Role      string `json:"role"`
 		Content   any    `json:"content"`
@@ -33,7 +36,7 @@ func decodeResponses(body []byte) (*Request, error) {
 	if err := json.Unmarshal(body, &b); err != nil {
 		return nil, err
 	}
-	req := &Request{API: "responses", Model: b.Model, Stream: b.Stream}
+	req := &Request{API: "responses", Model: b.Model, Stream: b.Stream, ReasoningEffort: b.Reasoning.Effort}
 	if b.Instructions != "" {
 		req.Messages = append(req.Messages, Message{Role: "system", Content: b.Instructions})
 	}

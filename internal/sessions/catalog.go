@@ -45,7 +45,7 @@ func (s *Service) canonicalCreate(in protocol.SessionCreateInput) (createRequest
 	}
 	norm := protocol.SessionCreateInput{
 		SessionID: in.SessionID, Workspace: in.Workspace, Name: in.Name, Labels: labels,
-		ModelTarget: &target, PermissionMode: mode,
+		ModelTarget: &target, PermissionMode: mode, Thinking: in.Thinking,
 	}
 	if err := checkInput(protocol.OpSessionCreate, norm); err != nil {
 		return createRequest{}, err
@@ -55,6 +55,7 @@ func (s *Service) canonicalCreate(in protocol.SessionCreateInput) (createRequest
 		doc: sessionDoc{
 			Workspace: in.Workspace, Name: in.Name, Labels: labels,
 			ModelTarget: toStoredTarget(target), PermissionMode: string(mode), DefaultPermission: !explicit,
+			Thinking: in.Thinking,
 		},
 		explicitMode: explicit,
 	}, nil
@@ -87,7 +88,8 @@ func (r createRequest) matches(stored sessionDoc) bool {
 		stored.Workspace == r.doc.Workspace &&
 		stored.Name == r.doc.Name &&
 		slices.Equal(stored.Labels, r.doc.Labels) &&
-		stored.ModelTarget == r.doc.ModelTarget
+		stored.ModelTarget == r.doc.ModelTarget &&
+		stored.Thinking == r.doc.Thinking
 }
 
 func (s *Service) handleCreate(ctx context.Context, call *host.Call) host.Outcome {

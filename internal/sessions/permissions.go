@@ -45,6 +45,9 @@ type Permissions struct {
 	Sandbox   string
 	Rules     []protocol.PermissionRule // the session's own
 	RootRules []protocol.PermissionRule
+	// Thinking is the session's reasoning effort ("": the provider's
+	// default); a setting every turn reads with the policy.
+	Thinking string
 }
 
 // ToolRules parses the root's and the session's rules for the permission
@@ -101,6 +104,7 @@ func permissionsOf(h header, root rootPermissionsDoc) Permissions {
 		Sandbox:   h.Doc.Sandbox,
 		Rules:     slices.Clone(h.Doc.Rules),
 		RootRules: slices.Clone(root.Rules),
+		Thinking:  h.Doc.Thinking,
 	}
 	if p.Sandbox == "" {
 		p.Sandbox = root.Sandbox

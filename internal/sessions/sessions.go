@@ -171,6 +171,9 @@ type sessionDoc struct {
 	Sandbox string `json:"sandbox,omitempty"`
 	// Rules are the session's own permission rules (permissions.go).
 	Rules []protocol.PermissionRule `json:"rules,omitempty"`
+	// Thinking is the session's reasoning effort ("": the provider's
+	// default), read by every turn.
+	Thinking string `json:"thinking,omitempty"`
 }
 
 type storedModelTarget struct {

@@ -412,3 +412,7 @@ func (r *commandRun) result(cwd, command string, timeout time.Duration) Result {
 	}
 	return contentResult(c, strings.TrimSuffix(b.String(), "\n"), r.status != TerminalCompleted)
 }
+
+// ShellPath is the shell Bash commands run with: bash if it is on PATH,
+// else sh.
+func ShellPath() (string, error) { return shellPath() }

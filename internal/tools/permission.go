@@ -283,6 +283,10 @@ func (e *Engine) callSandbox() sandbox.Mode {
 	return e.p.Sandbox
 }
 
+// BashSandbox is the sandbox the policy's Bash calls run in (sandbox.Off:
+// none is in force).
+func (e *Engine) BashSandbox() sandbox.Mode { return e.callSandbox() }
+
 // Evaluate decides a call. Deny rules win over allow rules; then a tool
 // that needs no permission is allowed; then the permission matrix decides,
 // with the sandbox: a Bash call that runs sandboxed needs no prompt in

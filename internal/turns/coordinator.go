@@ -26,11 +26,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/maka-agent/maka/internal/failpoint"
 	"log/slog"
 	"maps"
 	"sync"
 	"time"
+
+	"github.com/maka-agent/maka/internal/failpoint"
 
 	"github.com/google/uuid"
 
@@ -40,6 +41,7 @@ import (
 	"github.com/maka-agent/maka/internal/interactions"
 	"github.com/maka-agent/maka/internal/lane"
 	"github.com/maka-agent/maka/internal/model"
+	"github.com/maka-agent/maka/internal/prompt"
 	"github.com/maka-agent/maka/internal/sessions"
 	"github.com/maka-agent/maka/internal/store"
 	"github.com/maka-agent/maka/internal/tools"
@@ -109,9 +111,15 @@ type Options struct {
 	// HostEpoch is this host process's epoch; the queue projection and
 	// session continuity belong to it.
 	HostEpoch string
-	System    string
-	MaxSteps  int
-	Step      model.StepOptions
+	// System is the system prompt of every turn when Prompt is nil.
+	System string
+	// Prompt builds each turn's system prompt (instruction files,
+	// environment); UserDir is the directory of the user's own AGENTS.md
+	// ("": none).
+	Prompt   *prompt.Builder
+	UserDir  string
+	MaxSteps int
+	Step     model.StepOptions
 	// DeltaFlush is how often streamed text is written to the record while
 	// a message streams (0 = 250 ms); the final text is always written.
 	DeltaFlush time.Duration
