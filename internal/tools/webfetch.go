@@ -17,6 +17,8 @@ import (
 
 	htmltomarkdown "github.com/JohannesKaufmann/html-to-markdown/v2"
 	"github.com/JohannesKaufmann/html-to-markdown/v2/converter"
+	"golang.org/x/net/html"
+	"golang.org/x/net/html/atom"
 	"golang.org/x/net/html/charset"
 )
 
@@ -133,6 +135,7 @@ type fetchedPage struct {
 	converted        bool
 	text             string
 	bodyCut          bool // the body was longer than WebFetchMaxBodyBytes
+	htmlCut          bool // the HTML held more text than was converted
 	// redirect is set when the page redirected to another host that the
 	// call may not follow; text is then empty.
 	redirect *url.URL
@@ -157,7 +160,7 @@ func (p fetchedPage) modelText(prompt string) string {
 		form += ", converted to Markdown"
 	}
 	fmt.Fprintf(&b, "Content: %s\n", form)
-	text, cut := p.text, false
+	text, cut := p.text, p.htmlCut
 	if len(text) > WebFetchMaxTextBytes {
 		text, cut = truncateBytes(text, WebFetchMaxTextBytes), true
 	}
@@ -168,6 +171,8 @@ func (p fetchedPage) modelText(prompt string) string {
 	case p.bodyCut:
 		fmt.Fprintf(&b, "Note: the page is larger than %d MiB; only its first %d MiB were read.\n",
 			WebFetchMaxBodyBytes>>20, WebFetchMaxBodyBytes>>20)
+	case p.htmlCut:
+		fmt.Fprintf(&b, "Note: the text is cut at %d bytes; the page holds more.\n", len(text))
 	case cut:
 		fmt.Fprintf(&b, "Note: the text is cut at %d of its %d bytes.\n", len(text), len(p.text))
 	}
@@ -375,7 +380,8 @@ func readPage(ctx context.Context, page fetchedPage, resp *http.Response) (fetch
 	}
 	text := strings.ToValidUTF8(string(decoded), string(utf8.RuneError))
 	if class == contentHTML {
-		md, err := htmltomarkdown.ConvertString(text, converter.WithDomain(page.final.Scheme+"://"+page.final.Host), converter.WithContext(ctx))
+		md, htmlCut, err := convertHTML(ctx, text, page.final.Scheme+"://"+page.final.Host)
+		page.htmlCut = htmlCut
 		if err != nil {
 			if ctx.Err() != nil {
 				return page, ctx.Err()
@@ -386,4 +392,63 @@ func readPage(ctx context.Context, page fetchedPage, resp *http.Response) (fetch
 	}
 	page.text = text
 	return page, nil
+}
+
+// How much of a page is converted to Markdown: its text bytes, and
+// webFetchHTMLElementCost for each element, up to webFetchHTMLBudget;
+// enough for WebFetchMaxTextBytes of Markdown, so that a 5 MiB page does
+// not cost seconds of conversion thrown away.
+const (
+	webFetchHTMLBudget      = 2 * WebFetchMaxTextBytes
+	webFetchHTMLElementCost = 4
+)
+
+// droppedElements never reach the text of a page.
+var droppedElements = map[atom.Atom]bool{
+	atom.Script: true, atom.Style: true, atom.Noscript: true, atom.Template: true, atom.Svg: true, atom.Math: true,
+	atom.Iframe: true, atom.Object: true, atom.Embed: true, atom.Canvas: true, atom.Head: true,
+}
+
+// convertHTML turns a page into Markdown, relative links made absolute
+// against base: scripts, styles and embedded content are dropped, and so
+// is everything after the budget (cut reports it). The page is hostile input to a converter this package does
+// not own: a panic in it is an error of this call, never of the host.
+func convertHTML(ctx context.Context, page, base string) (md string, cut bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			md, cut, err = "", false, fmt.Errorf("the HTML converter failed on this page: %v", p)
+		}
+	}()
+	doc, err := html.Parse(strings.NewReader(page))
+	if err != nil {
+		return "", false, err
+	}
+	budget := webFetchHTMLBudget
+	cut = pruneHTML(doc, &budget)
+	out, err := htmltomarkdown.ConvertNode(doc, converter.WithDomain(base), converter.WithContext(ctx))
+	return strings.ToValidUTF8(string(out), string(utf8.RuneError)), cut, err
+}
+
+// pruneHTML removes from n's subtree the elements that never reach the
+// text and every node once budget is spent, reporting whether any was.
+func pruneHTML(n *html.Node, budget *int) (cut bool) {
+	for c := n.FirstChild; c != nil; {
+		next := c.NextSibling
+		switch {
+		case c.Type == html.ElementNode && droppedElements[c.DataAtom]:
+			n.RemoveChild(c)
+		case *budget <= 0:
+			n.RemoveChild(c)
+			cut = true
+		case c.Type == html.TextNode:
+			*budget -= len(strings.TrimSpace(c.Data))
+		default:
+			if c.Type == html.ElementNode {
+				*budget -= webFetchHTMLElementCost
+			}
+			cut = pruneHTML(c, budget) || cut
+		}
+		c = next
+	}
+	return cut
 }

@@ -1,9 +1,11 @@
 package tools
 
 import (
+	"context"
 	"net/netip"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzWebFetchURL: the URL check never panics; a URL it accepts is http or
@@ -53,6 +55,28 @@ func FuzzWebFetchURL(f *testing.F) {
 			}
 		} else if labels := strings.Split(host, "."); numericLabel(labels[len(labels)-1]) {
 			t.Fatalf("%q: the host %q could be read as an IPv4 address", raw, host)
+		}
+	})
+}
+
+// FuzzWebFetchHTML: converting any page returns (a panic of the converter
+// is an error, not a crash), and the Markdown is valid UTF-8 without the
+// page's scripts.
+func FuzzWebFetchHTML(f *testing.F) {
+	for _, s := range []string{samplePage, "<a href='javascript:x'>x</a>", "<pre><code>a\n</code>", "<table><tr><td>1</table>",
+		"<h1>\xff</h1>", "<script>secret()</script>text", "<base href='http://evil/'><a href='/x'>x</a>", strings.Repeat("<div>", 300)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, page string) {
+		md, _, err := convertHTML(context.Background(), page, "http://example.org")
+		if err != nil {
+			return
+		}
+		if !utf8.ValidString(md) {
+			t.Fatalf("%q converted to invalid UTF-8 %q", page, md)
+		}
+		if strings.Contains(page, "<script>secret()</script>") && strings.Contains(md, "secret()") {
+			t.Fatalf("%q: the script survived in %q", page, md)
 		}
 	})
 }

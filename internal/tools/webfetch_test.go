@@ -225,6 +225,8 @@ func TestWebFetchSizeCaps(t *testing.T) {
 			}
 		},
 		"/long": servePage("text/plain", strings.Repeat(line, 200)+"THE END"),
+		"/bightml": servePage("text/html", "<html><head><script>"+strings.Repeat("var a=1;", 1<<17)+"</script></head><body>"+
+			strings.Repeat("<p>Some <b>bold</b> words and <a href='/x'>a link</a>.</p>\n", 30000)+"<p>THE END</p></body></html>"),
 	})
 	env := webEnv(t, ModeExecute, "allow WebFetch(domain:127.0.0.1)")
 	res := fetchURL(t, env, s.URL+"/huge")
@@ -241,6 +243,15 @@ func TestWebFetchSizeCaps(t *testing.T) {
 	got = text(t, res)
 	if !strings.Contains(got, "Note: the text is cut at 102400 of its 204807 bytes") || strings.Contains(got, "THE END") {
 		t.Fatalf("long page: %s", got[:min(len(got), 400)])
+	}
+	// A large HTML page is converted only as far as its text is needed;
+	// its script is gone.
+	res = fetchURL(t, env, s.URL+"/bightml")
+	got = text(t, res)
+	if !strings.Contains(got, "Note: the text is cut at ") || !strings.Contains(got, "bytes; the page holds more.") ||
+		!strings.Contains(got, "Some **bold** words and [a link]("+s.URL+"/x).") ||
+		strings.Contains(got, "THE END") || strings.Contains(got, "var a=1") || len(got) > WebFetchMaxTextBytes+2048 {
+		t.Fatalf("big HTML page (%d bytes): %s", len(got), got[:min(len(got), 400)])
 	}
 }
 
@@ -428,5 +439,18 @@ func TestWebFetchDomainRules(t *testing.T) {
 	}
 	if got := Summary(tool, []byte(`{"url":"https://example.org/a\nb"}`)); got != "https://example.org/a b" {
 		t.Fatalf("summary %q", got)
+	}
+}
+
+// BenchmarkWebFetchConvert5MiB is the conversion of a 5 MiB HTML page, the
+// largest WebFetch reads.
+func BenchmarkWebFetchConvert5MiB(b *testing.B) {
+	page := strings.Repeat("<h2>Section</h2><p>Some <b>bold</b> text with <a href='/x'>a link</a> and <code>code</code>.</p>"+
+		"<ul><li>one</li><li>two</li></ul>\n", WebFetchMaxBodyBytes/130)
+	b.SetBytes(int64(len(page)))
+	for b.Loop() {
+		if _, _, err := convertHTML(context.Background(), page, "http://example.org"); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
