@@ -88,6 +88,9 @@ type webFetchError struct{ msg string }
 
 func (e *webFetchError) Error() string { return e.msg }
 
+// errWebFetchTimeout is the cause of a call that ran out of WebFetchTimeout.
+var errWebFetchTimeout = errors.New("WebFetch timed out")
+
 func refusef(format string, a ...any) error { return &webFetchError{msg: fmt.Sprintf(format, a...)} }
 
 func (t webFetchTool) Run(ctx context.Context, env Env, raw json.RawMessage) (Result, error) {
@@ -109,7 +112,7 @@ func (t webFetchTool) Run(ctx context.Context, env Env, raw json.RawMessage) (Re
 	if err != nil {
 		return ErrorResult(fmt.Sprintf("WebFetch refused %q: %v.", truncateBytes(*a.URL, 512), err)), nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, WebFetchTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, WebFetchTimeout, errWebFetchTimeout)
 	defer cancel()
 	page, err := t.fetch(ctx, env.Web, u)
 	if err != nil {
@@ -117,7 +120,7 @@ func (t webFetchTool) Run(ctx context.Context, env Env, raw json.RawMessage) (Re
 		switch {
 		case errors.As(err, &we):
 			return ErrorResult("WebFetch: " + we.msg), nil
-		case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
+		case errors.Is(context.Cause(ctx), errWebFetchTimeout):
 			return ErrorResult(fmt.Sprintf("WebFetch of %s timed out after %s.", u, WebFetchTimeout)), nil
 		case ctx.Err() != nil:
 			return ErrorResult("WebFetch aborted."), nil
