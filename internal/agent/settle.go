@@ -89,6 +89,7 @@ func (r *runner) execute(ctx context.Context, tool tools.Tool, known bool, call 
 	env := tools.Env{
 		SessionID: r.t.SessionID, RunID: r.t.RunID, TurnID: r.t.TurnID, ToolUseID: call.ID,
 		Workspace: r.t.Workspace, Protected: r.t.Protected, DenyRead: r.t.Permissions.DenyRead(),
+		Web: r.t.Permissions,
 		// The Bash tool hides Protected from the command as well.
 		Sandbox: sandbox.Policy{Mode: box, Workspace: r.t.Workspace, Hidden: hidden},
 		Output: func(stream, chunk string) {

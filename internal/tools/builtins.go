@@ -1,7 +1,7 @@
 package tools
 
-// Builtins returns the built-in tools: Read, Write, Edit, Bash, Glob and
-// Grep.
+// Builtins returns the built-in tools: Read, Write, Edit, Bash, Glob, Grep
+// and WebFetch.
 func Builtins() []Tool {
 	return []Tool{
 		readTool{},
@@ -10,5 +10,6 @@ func Builtins() []Tool {
 		bashTool{},
 		globTool{},
 		grepTool{},
+		webFetchTool{},
 	}
 }

@@ -119,7 +119,7 @@ func CategoryOf(tool Tool, args json.RawMessage) string {
 	switch name := tool.Name(); name {
 	case NameRead, NameGrep, NameGlob:
 		return protocol.ToolCategoryRead
-	case "WebFetch", "WebSearch":
+	case NameWebFetch, "WebSearch":
 		return protocol.ToolCategoryWebRead
 	case NameWrite, NameEdit, "ApplyPatch", "apply_patch":
 		return protocol.ToolCategoryFileWrite
@@ -428,6 +428,35 @@ func (e *Engine) DenyRead() func(rel string) bool {
 		}
 		return false
 	}
+}
+
+// WebFetchDecision decides a WebFetch of rawURL as Evaluate decides a call
+// (a redirect target of a call being run): why explains a Block.
+func (e *Engine) WebFetchDecision(rawURL string) (Decision, string) {
+	args, err := json.Marshal(map[string]string{"url": rawURL})
+	if err != nil {
+		return Block, "the URL cannot be encoded"
+	}
+	v := e.Evaluate(webFetchTool{}, args)
+	return v.Decision, v.Explanation
+}
+
+// PrivateHostAllowed reports whether an allow WebFetch(domain:host) rule
+// names host (in normHost form) and no deny rule of that form does: only
+// then may WebFetch connect to it at a non-public address. No mode, no
+// approval and no broader rule (WebFetch, category:web_read) allows that.
+func (e *Engine) PrivateHostAllowed(host string) bool {
+	allowed := false
+	for _, r := range e.p.Rules {
+		if r.Kind != RuleKindDomain || r.Value != host {
+			continue
+		}
+		if r.Effect == RuleDeny {
+			return false
+		}
+		allowed = true
+	}
+	return allowed
 }
 
 // Remember allows prompts for scopeKey for the rest of the turn.

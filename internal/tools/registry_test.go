@@ -30,7 +30,7 @@ func (c categorizedTool) Category(json.RawMessage) string { return c.category }
 func TestRegistry(t *testing.T) {
 	r := NewRegistry(Builtins()...)
 	specs := r.Specs()
-	want := []string{NameRead, NameWrite, NameEdit, NameBash, NameGlob, NameGrep}
+	want := []string{NameRead, NameWrite, NameEdit, NameBash, NameGlob, NameGrep, NameWebFetch}
 	if len(specs) != len(want) {
 		t.Fatalf("%d specs", len(specs))
 	}

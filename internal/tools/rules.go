@@ -29,6 +29,12 @@ const (
 	// RuleKindPath matches the path argument of a file tool against a glob
 	// ("Read(src/**)", "Edit(docs/*.md)", "Read(/etc/**)").
 	RuleKindPath = "path"
+	// RuleKindDomain matches WebFetch calls of URLs on one host
+	// ("WebFetch(domain:example.com)", "WebFetch(domain:localhost)"),
+	// compared in normHost form, on any port. An allow rule also lets
+	// WebFetch reach that host at a loopback, private or other non-public
+	// address.
+	RuleKindDomain = "domain"
 )
 
 // RuleMaxBytes bounds the text of one rule.
@@ -44,6 +50,7 @@ const RuleMaxBytes = 1024
 //	Read(src/**)           Read, Glob and Grep of paths matching the glob
 //	Edit(docs/*.md)        Edit and Write of matching paths
 //	Write(out/**)          Write of matching paths
+//	WebFetch(domain:h)     WebFetch of URLs whose host is h
 //
 // A path glob is relative to the session workspace unless it starts with
 // "/"; "**" crosses directories. Deny rules are decided before allow rules.
@@ -69,6 +76,8 @@ func (r Rule) String() string {
 		return NameBash + "(" + r.Value + ":*)"
 	case RuleKindPath:
 		return r.Tool + "(" + r.Value + ")"
+	case RuleKindDomain:
+		return NameWebFetch + "(domain:" + r.Value + ")"
 	}
 	return r.Tool
 }
@@ -140,8 +149,19 @@ func ParseRule(effect, s string) (Rule, error) {
 		}
 		return Rule{Effect: effect, Kind: RuleKindBashExact, Tool: NameBash, Value: cmd}, nil
 	}
+	if tool == NameWebFetch {
+		host, ok := strings.CutPrefix(inner, "domain:")
+		if !ok {
+			return Rule{}, fmt.Errorf("rule %q: a WebFetch rule names a host as WebFetch(domain:example.com)", s)
+		}
+		host, err := normHost(strings.TrimSpace(host))
+		if err != nil {
+			return Rule{}, fmt.Errorf("rule %q: %v", s, err)
+		}
+		return Rule{Effect: effect, Kind: RuleKindDomain, Tool: NameWebFetch, Value: host}, nil
+	}
 	if _, ok := pathRuleTools[tool]; !ok {
-		return Rule{}, fmt.Errorf("rule %q: only Bash, Read, Edit, Write, Glob and Grep rules take an argument", s)
+		return Rule{}, fmt.Errorf("rule %q: only Bash, Read, Edit, Write, Glob, Grep and WebFetch rules take an argument", s)
 	}
 	glob := filepath.ToSlash(inner)
 	if glob == "" {
@@ -162,7 +182,7 @@ func ParseRule(effect, s string) (Rule, error) {
 // canonicalToolName returns the built-in tool's own spelling of name, or
 // name as given.
 func canonicalToolName(name string) string {
-	for _, n := range []string{NameRead, NameWrite, NameEdit, NameBash, NameGlob, NameGrep} {
+	for _, n := range []string{NameRead, NameWrite, NameEdit, NameBash, NameGlob, NameGrep, NameWebFetch} {
 		if strings.EqualFold(n, name) {
 			return n
 		}
@@ -290,6 +310,12 @@ func (r Rule) matches(m matchContext) bool {
 			return any
 		}
 		return all
+	case RuleKindDomain:
+		if m.tool != NameWebFetch {
+			return false
+		}
+		u, err := parseWebURL(stringArg(m.args, "url"))
+		return err == nil && u.Hostname() == r.Value
 	}
 	return false
 }

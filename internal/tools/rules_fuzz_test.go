@@ -10,7 +10,8 @@ import (
 // stable and keeps every line of it.
 func FuzzParseRule(f *testing.F) {
 	for _, s := range []string{"Read", "Bash(go test ./...)", "Bash(npm run test:*)", "Read(src/**)", "Edit(./docs/*.md)",
-		"category:file_write", "Bash(echo 'a  b'   c)", "Read(/etc/**)", "Bash(a\nb)", "Bash(\\ x)", "mcp__a__b"} {
+		"category:file_write", "Bash(echo 'a  b'   c)", "Read(/etc/**)", "Bash(a\nb)", "Bash(\\ x)", "mcp__a__b",
+		"WebFetch(domain:bücher.de)", "WebFetch(domain:[::1])", "WebFetch(domain:LOCALHOST.)"} {
 		f.Add("allow", s)
 	}
 	f.Fuzz(func(t *testing.T, effect, s string) {

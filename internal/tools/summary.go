@@ -13,9 +13,9 @@ const SummaryMaxBytes = 256
 
 // Summary is a one-line, secret-free description of a call for people
 // watching it: the command of a Bash call, the path of a file tool, the
-// pattern of a search; "" for other tools. Control characters and line
-// breaks become spaces, secrets are redacted, and it is cut to
-// SummaryMaxBytes on a character boundary.
+// pattern of a search, the URL of a fetch; "" for other tools. Control
+// characters and line breaks become spaces, secrets are redacted, and it is
+// cut to SummaryMaxBytes on a character boundary.
 func Summary(tool Tool, args json.RawMessage) string {
 	var s string
 	switch tool.Name() {
@@ -23,6 +23,8 @@ func Summary(tool Tool, args json.RawMessage) string {
 		s = stringArg(args, "command")
 	case NameRead, NameWrite, NameEdit:
 		s = stringArg(args, "path")
+	case NameWebFetch:
+		s = stringArg(args, "url")
 	case NameGlob, NameGrep:
 		s = stringArg(args, "pattern")
 		if p := stringArg(args, "path"); p != "" {

@@ -1,5 +1,5 @@
 // Package tools holds the host's built-in tools (Read, Write, Edit, Bash,
-// Glob, Grep), the permission engine that decides whether a call may run
+// Glob, Grep, WebFetch), the permission engine that decides whether a call may run
 // (docs/security.md, What a model can make tools do), and the settlement rules around a call (argument
 // checks, the repeated-identical-failure gate, output caps, redaction).
 package tools
@@ -13,11 +13,12 @@ import (
 
 // ActivityKind values: the activityKind of a subscription's tool_start event.
 const (
-	ActivityRead    = "read"
-	ActivitySearch  = "search"
-	ActivityEdit    = "edit"
-	ActivityCommand = "command"
-	ActivityTool    = "tool"
+	ActivityRead     = "read"
+	ActivitySearch   = "search"
+	ActivityEdit     = "edit"
+	ActivityCommand  = "command"
+	ActivityTool     = "tool"
+	ActivityWebFetch = "webfetch"
 )
 
 // Env is what a tool call may use of its session.
@@ -49,6 +50,11 @@ type Env struct {
 	// workspace-relative slash-separated path; the walks of Glob and Grep
 	// skip what it names, silently. May be nil.
 	DenyRead func(rel string) bool
+	// Web is what the permission policy allows of the URLs a WebFetch
+	// call is redirected to, and which hosts it may reach at non-public
+	// addresses. Nil: no redirect to another host is followed and no
+	// non-public address is reached.
+	Web WebPolicy
 }
 
 // Result is a settled tool call.
