@@ -98,7 +98,7 @@ func (d toolData) Has(name string) bool { return slices.Contains(d.names, name) 
 
 // toolSection renders system.md for the turn's tools.
 func toolSection(names []string) string {
-	builtin := []string{"Read", "Glob", "Grep", "Edit", "Write", "Bash", "AskUserQuestion"}
+	builtin := []string{"Read", "Glob", "Grep", "Edit", "Write", "Bash", "WebFetch", "AskUserQuestion"}
 	var tasks, others []string
 	for _, n := range names {
 		switch {
