@@ -69,6 +69,7 @@ func attach(cmd *cobra.Command, o attachOptions, sessionID string) error {
 	}
 	sessionID = sum.SessionID
 	p := newPrinter(cmd.OutOrStdout(), cmd.ErrOrStderr(), o.json)
+	p.output = toolOutputs(ctx, conn, sessionID)
 	a := &attachment{conn: conn, p: p, sessionID: sessionID, exitAfterTurn: o.exitAfterTurn, rootHint: o.host.rootHint(),
 		turns: map[string]protocol.TurnStatus{}}
 	if in, ok := cmd.InOrStdin().(*os.File); ok && !o.noInput && isTerminal(in) {
@@ -299,7 +300,7 @@ func (a *attachment) turn(ctx context.Context, rt *protocol.TurnSnapshot) (int, 
 		code, msg = 1, "("+rt.AbortSource+")"
 	}
 	a.p.notef("── turn %s %s", rt.TurnID, strings.TrimSpace(string(rt.Status)+" "+msg))
-	a.p.emit(event{Type: "result", SessionID: a.sessionID, TurnID: rt.TurnID, RunID: rt.RunID, Status: string(rt.Status),
+	a.p.result(event{Type: "result", SessionID: a.sessionID, TurnID: rt.TurnID, RunID: rt.RunID, Status: string(rt.Status),
 		FailureClass: rt.FailureClass, AbortSource: rt.AbortSource, Message: msg, ExitCode: &code})
 	if a.exitAfterTurn && (a.waitTurn == "" || a.waitTurn == rt.TurnID) {
 		return code, true

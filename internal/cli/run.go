@@ -536,6 +536,7 @@ func (r *turnRun) execute(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	r.sessionID = sum.SessionID
+	r.p.output = toolOutputs(ctx, conn, sum.SessionID)
 	sum, box, err := r.applyPermissions(ctx, sum, created)
 	if err != nil {
 		return 0, err
@@ -912,6 +913,9 @@ func (f *follower) projection(ctx context.Context, snap protocol.SessionContinui
 
 // event is one line of --json output.
 type event struct {
+	// V is the version of the event schema (eventSchemaVersion), on every
+	// event.
+	V              int    `json:"v"`
 	Type           string `json:"type"`
 	SessionID      string `json:"sessionId,omitempty"`
 	TurnID         string `json:"turnId,omitempty"`
@@ -923,6 +927,13 @@ type event struct {
 	Sandbox        string `json:"sandbox,omitempty"`
 	ToolUseID      string `json:"toolUseId,omitempty"`
 	ToolName       string `json:"toolName,omitempty"`
+	// Input is a tool call's one-line summary (its command, path or
+	// pattern), on tool_start.
+	Input string `json:"input,omitempty"`
+	// Output is what a tool returned (at most toolOutputMax bytes;
+	// OutputTruncated when cut), on tool_result.
+	Output          string `json:"output,omitempty"`
+	OutputTruncated bool   `json:"outputTruncated,omitempty"`
 	Status         string `json:"status,omitempty"`
 	DurationMs     *int64 `json:"durationMs,omitempty"`
 	InteractionID  string `json:"interactionId,omitempty"`
@@ -937,6 +948,35 @@ type event struct {
 	ExitCode       *int   `json:"exitCode,omitempty"`
 }
 
+// toolOutputs reads a finished tool use's output from the session's
+// transcript (its result is recorded before it is published).
+func toolOutputs(ctx context.Context, conn *client.Conn, sessionID string) func(turnID, toolUseID string) (string, bool) {
+	return func(_, toolUseID string) (string, bool) {
+		msgs, err := transcriptTail(ctx, conn, sessionID, 64)
+		if err != nil {
+			return "", false
+		}
+		for i := len(msgs) - 1; i >= 0; i-- {
+			if m := msgs[i]; m.Role == protocol.TranscriptRoleTool && m.ToolUseID == toolUseID {
+				out := protocol.TruncateUTF8(m.Output, toolOutputMax)
+				return out, m.Truncated || len(out) < len(m.Output)
+			}
+		}
+		return "", false
+	}
+}
+
+// eventSchemaVersion is the version of the --json event schema (README,
+// "Scripting with --json"). It changes when a field changes meaning or
+// goes away; new fields do not change it.
+const eventSchemaVersion = 1
+
+// toolOutputMax bounds the tool output a tool_result event carries.
+const toolOutputMax = 4096
+
+// finalTextMax bounds the final text a result event carries.
+const finalTextMax = 64 * 1024
+
 // printer renders a session's live output: assistant text to stdout as it
 // arrives, tool activity and notes to stderr; or, in JSON mode, one event
 // per line to stdout.
@@ -947,19 +987,27 @@ type printer struct {
 	atLineStart    bool
 	// tools maps a tool use to its name and start time, for its result
 	// line; entries are removed at the result.
-	tools map[string]toolStart
+	tools map[string]*toolStart
+	// output, when set, reads what a finished tool use returned (JSON
+	// mode, for tools that streamed no output).
+	output func(turnID, toolUseID string) (text string, truncated bool)
+	// text is the turn's assistant text so far (JSON mode), for the
+	// result event.
+	text strings.Builder
 }
 
 type toolStart struct {
-	name string
-	ts   int64
+	name      string
+	ts        int64
+	out       strings.Builder // streamed output, at most toolOutputMax bytes
+	truncated bool
 }
 
 // maxTrackedTools bounds the tool uses a printer remembers.
 const maxTrackedTools = 1024
 
 func newPrinter(stdout, stderr io.Writer, jsonMode bool) *printer {
-	p := &printer{stdout: stdout, stderr: stderr, atLineStart: true, tools: map[string]toolStart{}}
+	p := &printer{stdout: stdout, stderr: stderr, atLineStart: true, tools: map[string]*toolStart{}}
 	if jsonMode {
 		p.enc = json.NewEncoder(stdout)
 		p.enc.SetEscapeHTML(false)
@@ -972,12 +1020,18 @@ func newPrinter(stdout, stderr io.Writer, jsonMode bool) *printer {
 
 func (p *printer) emit(ev event) {
 	if p.enc != nil {
+		ev.V = eventSchemaVersion
 		_ = p.enc.Encode(ev)
 	}
 }
 
-// result emits the final event (JSON mode only).
-func (p *printer) result(ev event) { p.emit(ev) }
+// result emits the final event (JSON mode only) with the turn's text.
+func (p *printer) result(ev event) {
+	if ev.Text == "" {
+		ev.Text = p.text.String()
+	}
+	p.emit(ev)
+}
 
 // notef writes a line to stderr in text mode. When stdout is a terminal
 // in the middle of a line, that line is ended first so that the two
@@ -1001,6 +1055,9 @@ func (p *printer) delta(d protocol.SessionAssistantDelta) {
 			typ = "thinking"
 		}
 		p.emit(event{Type: typ, TurnID: d.TurnID, Text: d.Text})
+		if typ == "text" && p.text.Len()+len(d.Text) <= finalTextMax {
+			p.text.WriteString(d.Text)
+		}
 	case d.Kind == protocol.DeltaText && d.Text != "":
 		_, _ = io.WriteString(p.stdout, d.Text)
 		p.atLineStart = strings.HasSuffix(d.Text, "\n")
@@ -1011,17 +1068,29 @@ func (p *printer) tool(ev protocol.SessionToolEvent) {
 	switch ev.Type {
 	case protocol.ToolStart:
 		if len(p.tools) < maxTrackedTools {
-			p.tools[ev.ToolUseID] = toolStart{name: ev.ToolName, ts: ev.TS}
+			p.tools[ev.ToolUseID] = &toolStart{name: ev.ToolName, ts: ev.TS}
 		}
-		p.emit(event{Type: "tool_start", TurnID: ev.TurnID, ToolUseID: ev.ToolUseID, ToolName: ev.ToolName})
+		p.emit(event{Type: "tool_start", TurnID: ev.TurnID, ToolUseID: ev.ToolUseID, ToolName: ev.ToolName, Input: ev.DisplayName})
 		line := "▸ " + ev.ToolName
 		if ev.DisplayName != "" && ev.DisplayName != ev.ToolName {
 			line += " " + oneLine(ev.DisplayName, 160)
 		}
 		p.notef("%s", line)
+	case protocol.ToolOutputDelta:
+		if st := p.tools[ev.ToolUseID]; st != nil && !st.truncated {
+			room := toolOutputMax - st.out.Len()
+			chunk := ev.Chunk
+			if len(chunk) > room {
+				chunk, st.truncated = protocol.TruncateUTF8(chunk, room), true
+			}
+			st.out.WriteString(chunk)
+		}
 	case protocol.ToolResult:
 		st, known := p.tools[ev.ToolUseID]
 		delete(p.tools, ev.ToolUseID)
+		if st == nil {
+			st = &toolStart{}
+		}
 		name := st.name
 		if name == "" {
 			name = "tool"
@@ -1034,7 +1103,12 @@ func (p *printer) tool(ev protocol.SessionToolEvent) {
 			d := ev.TS - st.ts
 			ms = &d
 		}
-		p.emit(event{Type: "tool_result", TurnID: ev.TurnID, ToolUseID: ev.ToolUseID, ToolName: name, Status: ev.Status, DurationMs: ms})
+		res := event{Type: "tool_result", TurnID: ev.TurnID, ToolUseID: ev.ToolUseID, ToolName: name, Status: ev.Status, DurationMs: ms,
+			Output: st.out.String(), OutputTruncated: st.truncated}
+		if p.enc != nil && res.Output == "" && p.output != nil {
+			res.Output, res.OutputTruncated = p.output(ev.TurnID, ev.ToolUseID)
+		}
+		p.emit(res)
 		mark := "✓"
 		if ev.Status != "completed" {
 			mark = "✗"
@@ -1054,7 +1128,7 @@ func (p *printer) tool(ev protocol.SessionToolEvent) {
 // follower that joined while the call waited for approval).
 func (p *printer) knowTool(toolUseID, name string) {
 	if _, ok := p.tools[toolUseID]; !ok && toolUseID != "" && len(p.tools) < maxTrackedTools {
-		p.tools[toolUseID] = toolStart{name: name, ts: -1}
+		p.tools[toolUseID] = &toolStart{name: name, ts: -1}
 	}
 }
 

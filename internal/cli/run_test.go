@@ -467,15 +467,18 @@ func TestRunJSONAndToolActivity(t *testing.T) {
 	}
 	var text strings.Builder
 	for _, ev := range events {
+		if ev["v"] != 1.0 {
+			t.Errorf("event without the schema version: %v", ev)
+		}
 		switch ev["type"] {
 		case "text":
 			text.WriteString(ev["text"].(string))
 		case "tool_start":
-			if ev["toolName"] != "Bash" || ev["toolUseId"] == "" {
+			if ev["toolName"] != "Bash" || ev["toolUseId"] == "" || ev["input"] != "echo listed | tee /dev/null" {
 				t.Errorf("tool_start %v", ev)
 			}
 		case "tool_result":
-			if ev["toolName"] != "Bash" || ev["status"] != "completed" || ev["durationMs"] == nil {
+			if ev["toolName"] != "Bash" || ev["status"] != "completed" || ev["durationMs"] == nil || !strings.Contains(fmt.Sprint(ev["output"]), "listed") {
 				t.Errorf("tool_result %v", ev)
 			}
 		case "session":
@@ -483,7 +486,8 @@ func TestRunJSONAndToolActivity(t *testing.T) {
 				t.Errorf("session %v", ev)
 			}
 		case "result":
-			if ev["status"] != "completed" || ev["exitCode"] != 0.0 || ev["sessionId"] != events[0]["sessionId"] {
+			if ev["status"] != "completed" || ev["exitCode"] != 0.0 || ev["sessionId"] != events[0]["sessionId"] ||
+				ev["text"] != "Listing. Done." || ev["durationMs"] == nil {
 				t.Errorf("result %v", ev)
 			}
 		}
