@@ -934,18 +934,18 @@ type event struct {
 	// OutputTruncated when cut), on tool_result.
 	Output          string `json:"output,omitempty"`
 	OutputTruncated bool   `json:"outputTruncated,omitempty"`
-	Status         string `json:"status,omitempty"`
-	DurationMs     *int64 `json:"durationMs,omitempty"`
-	InteractionID  string `json:"interactionId,omitempty"`
-	Kind           string `json:"kind,omitempty"`
-	Category       string `json:"category,omitempty"`
-	Command        string `json:"command,omitempty"`
-	Decision       string `json:"decision,omitempty"`
-	Rule           string `json:"rule,omitempty"`
-	FailureClass   string `json:"failureClass,omitempty"`
-	AbortSource    string `json:"abortSource,omitempty"`
-	Message        string `json:"message,omitempty"`
-	ExitCode       *int   `json:"exitCode,omitempty"`
+	Status          string `json:"status,omitempty"`
+	DurationMs      *int64 `json:"durationMs,omitempty"`
+	InteractionID   string `json:"interactionId,omitempty"`
+	Kind            string `json:"kind,omitempty"`
+	Category        string `json:"category,omitempty"`
+	Command         string `json:"command,omitempty"`
+	Decision        string `json:"decision,omitempty"`
+	Rule            string `json:"rule,omitempty"`
+	FailureClass    string `json:"failureClass,omitempty"`
+	AbortSource     string `json:"abortSource,omitempty"`
+	Message         string `json:"message,omitempty"`
+	ExitCode        *int   `json:"exitCode,omitempty"`
 }
 
 // toolOutputs reads a finished tool use's output from the session's
