@@ -262,7 +262,7 @@ func (c *Owner) runAgent(ctx context.Context, rec *recorder, a admission, sum pr
 		SessionID: a.SessionID, TurnID: a.TurnID, RunID: a.RunID,
 		Prompt: a.Content.Text, History: history, Workspace: workspace, Protected: c.opts.Protected,
 		Provider: resolved.Provider, Model: resolved.Model, System: c.opts.System,
-		Tools: c.opts.Tools, Permissions: tools.NewEngine(policy),
+		Tools: c.turnTools(ctx), Permissions: tools.NewEngine(policy),
 		MaxSteps: c.opts.MaxSteps, Step: c.opts.Step, Now: c.opts.Now, NewID: c.opts.NewID,
 		Abandoned: &c.abandoned,
 	}
