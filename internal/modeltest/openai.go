@@ -65,14 +65,19 @@ type Request struct {
 	API      string    `json:"-"`
 	Model    string    `json:"model"`
 	Messages []Message `json:"messages"`
-	Tools    []struct {
-		Function struct {
-			Name string `json:"name"`
-		} `json:"function"`
-	} `json:"tools"`
+	Tools    []RequestTool `json:"tools"`
 	Stream bool `json:"stream"`
 	// Authorization is the request's Authorization header.
 	Authorization string `json:"-"`
+}
+
+// RequestTool is one tool a request offers the model.
+type RequestTool struct {
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	} `json:"function"`
 }
 
 // LastUser returns the text of the last user message.
