@@ -33,14 +33,14 @@ func TestMCPOperationsDecodeWhatTheHostAccepts(t *testing.T) {
 		shFuzzCodec(t, c.name, codec, v)
 	}
 	for _, in := range []string{
-		`{"name":"a__b","transport":"stdio","command":"x"}`,                    // "__" splits tool names
-		`{"name":"-a","transport":"stdio","command":"x"}`,                      // name must start with a letter or digit
-		`{"name":"a","transport":"stdio"}`,                                     // no command
-		`{"name":"a","transport":"stdio","command":"x","url":"http://x"}`,      // stdio with a url
-		`{"name":"a","transport":"http","url":"file:///etc/passwd"}`,           // not http
-		`{"name":"a","transport":"http","url":"http://x","command":"x"}`,       // http with a command
-		`{"name":"a","transport":"stdio","command":"x","args":[]}`,             // empty args is absent
-		`{"name":"a","transport":"stdio","command":"x","cwd":"rel"}`,           // relative cwd
+		`{"name":"a__b","transport":"stdio","command":"x"}`,               // "__" splits tool names
+		`{"name":"-a","transport":"stdio","command":"x"}`,                 // name must start with a letter or digit
+		`{"name":"a","transport":"stdio"}`,                                // no command
+		`{"name":"a","transport":"stdio","command":"x","url":"http://x"}`, // stdio with a url
+		`{"name":"a","transport":"http","url":"file:///etc/passwd"}`,      // not http
+		`{"name":"a","transport":"http","url":"http://x","command":"x"}`,  // http with a command
+		`{"name":"a","transport":"stdio","command":"x","args":[]}`,        // empty args is absent
+		`{"name":"a","transport":"stdio","command":"x","cwd":"rel"}`,      // relative cwd
 		`{"name":"a","transport":"stdio","command":"x","env":[{"name":"A B","value":""}]}`,
 		`{"name":"a","transport":"stdio","command":"x","env":[{"name":"A","value":""},{"name":"a","value":""}]}`,
 		`{"name":"a","transport":"http","url":"http://x","headers":[{"name":"X","value":"a\r\nInjected: 1"}]}`,

@@ -62,11 +62,11 @@ type ToolCall struct {
 // outputs become tool messages).
 type Request struct {
 	// API is "chat" or "responses": the endpoint that received it.
-	API      string    `json:"-"`
-	Model    string    `json:"model"`
-	Messages []Message `json:"messages"`
+	API      string        `json:"-"`
+	Model    string        `json:"model"`
+	Messages []Message     `json:"messages"`
 	Tools    []RequestTool `json:"tools"`
-	Stream bool `json:"stream"`
+	Stream   bool          `json:"stream"`
 	// Authorization is the request's Authorization header.
 	Authorization string `json:"-"`
 }
