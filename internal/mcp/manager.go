@@ -46,6 +46,8 @@ type Options struct {
 	StartTimeout time.Duration
 	// Version is the client version the host announces.
 	Version string
+	// RestartBase is the first restart backoff (0: restartBase; tests).
+	RestartBase time.Duration
 }
 
 // Manager owns the root's MCP servers for one host epoch: their
@@ -73,6 +75,9 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 	}
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = DefaultStartTimeout
+	}
+	if opts.RestartBase <= 0 {
+		opts.RestartBase = restartBase
 	}
 	if opts.Version == "" {
 		opts.Version = "dev"

@@ -84,11 +84,11 @@ func (s *server) lock(ctx context.Context) error {
 func (s *server) unlock() { <-s.sem }
 
 // backoff is the wait before the next start after n consecutive failures.
-func backoff(n int) time.Duration {
+func backoff(base time.Duration, n int) time.Duration {
 	if n <= 0 {
 		return 0
 	}
-	d := restartBase << (n - 1)
+	d := base << (n - 1)
 	if d > restartMax || d <= 0 {
 		d = restartMax
 	}
@@ -121,7 +121,7 @@ func (s *server) connect(ctx context.Context) (*mcpsdk.ClientSession, error) {
 		s.m.mu.Unlock()
 		return nil, err
 	}
-	wait := time.Until(s.failedAt.Add(backoff(s.failures)))
+	wait := time.Until(s.failedAt.Add(backoff(s.m.opts.RestartBase, s.failures)))
 	s.m.mu.Unlock()
 	if wait > 0 {
 		t := time.NewTimer(wait)
