@@ -140,13 +140,35 @@ func (m *Manager) Tools(ctx context.Context) []tools.Tool {
 	if closed {
 		return nil
 	}
-	var wg sync.WaitGroup
+	// The starts belong to the manager (each bounded by the start
+	// timeout): a turn stopped meanwhile goes on without waiting for them.
+	var pending []chan struct{}
 	for _, s := range servers {
-		if s.needsFirstStart() {
-			wg.Go(func() { _, _ = s.connect(ctx) })
+		if !s.needsFirstStart() {
+			continue
+		}
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			return nil
+		}
+		m.wg.Add(1) // under mu: Close waits only once closed is set
+		m.mu.Unlock()
+		done := make(chan struct{})
+		pending = append(pending, done)
+		go func() {
+			defer m.wg.Done()
+			defer close(done)
+			_, _ = s.connect(m.ctx)
+		}()
+	}
+	for _, done := range pending {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil
 		}
 	}
-	wg.Wait()
 	var out []tools.Tool
 	for _, s := range servers {
 		out = append(out, s.modelTools()...)
