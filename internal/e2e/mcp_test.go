@@ -132,6 +132,16 @@ func echoTurn(t *testing.T, h *testHost, c *client.Conn, w *watcher, sid, turnID
 	return results[0].Text()
 }
 
+// makaMCPList runs 'maka mcp list' against the host.
+func makaMCPList(t *testing.T, h *testHost) string {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	if code := cli.Main([]string{"mcp", "list", "--root", h.host.Root}, strings.NewReader(""), &out, &errOut); code != 0 {
+		t.Fatalf("maka mcp list: exit %d: %s", code, errOut.String())
+	}
+	return out.String()
+}
+
 // pidOf is the process id an echo result names.
 func pidOf(t *testing.T, result string) int {
 	t.Helper()
@@ -197,6 +207,11 @@ func TestMCPServerToolsOverTheSocket(t *testing.T) {
 		t.Fatalf("server after its first use: %+v", s)
 	}
 
+	if list := makaMCPList(t, h); !strings.Contains(list, "echo") || !strings.Contains(list, "running (started 1×)") ||
+		!strings.Contains(list, echoTool+" (says read-only)") {
+		t.Fatalf("maka mcp list:\n%s", list)
+	}
+
 	// A second session, from another client, uses the same process.
 	b := h.dial()
 	createSession(t, b, "mcp-b", protocol.PermissionModeAsk)
@@ -222,6 +237,9 @@ func TestMCPServerToolsOverTheSocket(t *testing.T) {
 	}
 	if s := mcpServers(t, a)[0]; !strings.Contains(s.Reason, "killed") {
 		t.Fatalf("failure reason %q", s.Reason)
+	}
+	if list := makaMCPList(t, h); !strings.Contains(list, "failed: the server was killed by signal") {
+		t.Fatalf("maka mcp list after the kill:\n%s", list)
 	}
 	third := echoTurn(t, h, a, wa, "mcp-a", "turn-2", "restarted")
 	pid2 := pidOf(t, third)

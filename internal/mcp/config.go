@@ -48,26 +48,28 @@ func secretKey(server, kind, name string) string {
 }
 
 // loadServers reads the configured servers and the document's revision.
-func loadServers(ctx context.Context, st *store.Store) ([]Server, int64, error) {
+func loadServers(ctx context.Context, st *store.Store) (servers []Server, rev int64, undecodable error, err error) {
 	var doc document
-	var rev int64
-	err := st.Read(ctx, func(q store.Querier) error {
+	err = st.Read(ctx, func(q store.Querier) error {
 		r, body, found, err := store.ReadDocument(q, DocServers)
 		if err != nil || !found {
 			return err
 		}
 		rev = r
 		if err := json.Unmarshal(body, &doc); err != nil {
-			return fmt.Errorf("mcp: the %s document does not decode: %w", DocServers, err)
+			// The host still starts: without servers, until the next set
+			// replaces the document.
+			undecodable = err
+			doc = document{}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	// A stored server that no longer validates is left out, not trusted.
 	doc.Servers = slices.DeleteFunc(doc.Servers, func(s Server) bool { return s.validate() != nil })
-	return doc.Servers, rev, nil
+	return doc.Servers, rev, undecodable, nil
 }
 
 // validate checks a stored server the way the wire decoder checks input.

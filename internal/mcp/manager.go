@@ -82,9 +82,12 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	cfgs, rev, err := loadServers(ctx, opts.Store)
+	cfgs, rev, undecodable, err := loadServers(ctx, opts.Store)
 	if err != nil {
 		return nil, err
+	}
+	if undecodable != nil {
+		opts.Log.Error("the MCP server configuration does not decode; no server is configured until one is set", "err", undecodable)
 	}
 	mctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{opts: opts, log: opts.Log, ctx: mctx, cancel: cancel, rev: rev,

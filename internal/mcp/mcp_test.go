@@ -371,3 +371,44 @@ func TestStderrIsLoggedInBoundedLines(t *testing.T) {
 		t.Fatalf("last log line %s", lines[len(lines)-1])
 	}
 }
+
+// Replacing a running server stops its process; the new configuration
+// starts on its next use.
+func TestReplacingAServerStopsItsProcess(t *testing.T) {
+	f := newFixture(t)
+	f.addEcho(t, "echo", "echo")
+	pid := 0
+	if _, err := fmt.Sscanf(call(t, f.m.Tools(context.Background())[0], `{"text":"a"}`).ModelText, "a pid=%d", &pid); err != nil {
+		t.Fatal(err)
+	}
+	f.addEcho(t, "echo", "echo")
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("the replaced server's process is alive: %v", err)
+	}
+	if s := statusOf(f.m, "echo"); s.State != protocol.MCPStateNotStarted || s.Starts != 0 {
+		t.Fatalf("after the replace: %+v", s)
+	}
+}
+
+// A configuration document that does not decode leaves the host without
+// servers instead of failing it; the next set replaces it.
+func TestAnUndecodableConfigurationIsReplaced(t *testing.T) {
+	f := newFixture(t)
+	if err := f.st.Write(context.Background(), func(tx *store.Tx) error {
+		_, err := store.WriteDocument(tx, DocServers, []byte(`{"servers":7}`), 0)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(context.Background(), Options{Store: f.st, Secrets: f.secrets})
+	if err != nil {
+		t.Fatalf("a bad document fails the manager: %v", err)
+	}
+	defer m.Close()
+	if len(m.Status()) != 0 {
+		t.Fatalf("servers %+v", m.Status())
+	}
+	if _, err := m.Set(context.Background(), protocol.MCPServersSetInput{Name: "x", Transport: protocol.MCPTransportHTTP, URL: "http://127.0.0.1:1"}); err != nil {
+		t.Fatalf("set over a bad document: %v", err)
+	}
+}
