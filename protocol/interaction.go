@@ -512,9 +512,13 @@ type WebReview struct {
 	Target     string `json:"target"`
 }
 
-// ToolArgumentsReview reviews a generic tool by a preview of its arguments.
+// ToolArgumentsReview reviews a generic tool by a preview of its
+// arguments. ServerReadOnlyHint, when present, is what the tool's MCP
+// server claims of it (readOnlyHint): shown to the reviewer, never
+// trusted by the host.
 type ToolArgumentsReview struct {
-	Arguments ReviewTextPreview `json:"arguments"`
+	Arguments          ReviewTextPreview `json:"arguments"`
+	ServerReadOnlyHint *bool             `json:"serverReadOnlyHint,omitempty"`
 }
 
 // StdinReview reviews a write to a background process; at least one field
@@ -1488,8 +1492,13 @@ func decodeToolReview(d *D, v Value, path string) ToolReview {
 			Target:     decodeReviewText(d, o, "target", ReviewTextMaxBytes, false),
 		}
 	case ReviewKindTool:
-		o := d.Exact(v, path, "kind", "arguments")
-		r = ToolArgumentsReview{Arguments: decodeTextPreview(d, o, "arguments", ReviewTextMaxBytes, true)}
+		o := d.Closed(v, path, []string{"kind", "arguments"}, []string{"serverReadOnlyHint"})
+		tr := ToolArgumentsReview{Arguments: decodeTextPreview(d, o, "arguments", ReviewTextMaxBytes, true)}
+		if o.Has("serverReadOnlyHint") {
+			hint := o.Bool("serverReadOnlyHint")
+			tr.ServerReadOnlyHint = &hint
+		}
+		r = tr
 	case ReviewKindStdin:
 		o := d.Closed(v, path, []string{"kind"}, []string{"ref", "input", "size"})
 		s := StdinReview{Ref: decodeOptionalReviewText(d, o, "ref", ReviewTextMaxBytes, false)}

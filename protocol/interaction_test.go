@@ -86,6 +86,7 @@ var ixValidPrompts = map[string]string{
 	"tool":          ixToolPrompt("mcp__db__query", "custom_tool", `{"kind":"tool","arguments":{"text":"{\"sql\":\"select 1\"}","bytes":20,"truncated":false}}`, true),
 	"tool empty":    ixToolPrompt("mcp__x", "network_send", `{"kind":"tool","arguments":{"text":"","bytes":0,"truncated":true}}`, true),
 	"tool safe cat": ixToolPrompt("custom", "shell_safe", `{"kind":"tool","arguments":{"text":"x","bytes":1,"truncated":false}}`, true),
+	"tool hinted":   ixToolPrompt("mcp__echo__echo", "custom_tool", `{"kind":"tool","arguments":{"text":"{}","bytes":2,"truncated":false},"serverReadOnlyHint":true}`, true),
 	"computer use":  ixToolPrompt("computer", "computer_use", `{"kind":"computer_use","action":"click","approvalClass":"pointer_mutation","app":"Finder","windowId":3,"observationId":"obs-1"}`, false),
 	"computer min":  ixToolPrompt("computer", "computer_use", `{"kind":"computer_use","action":"list windows","approvalClass":"metadata_read"}`, true),
 	"navigate":      ixToolPrompt("browser_navigate", "browser", `{"kind":"browser","action":"navigate","url":"https://example.com"}`, true),

@@ -27,6 +27,7 @@ func shapeCases(t *testing.T) []shCase {
 	cases = append(cases, permissionsValidCases()...)
 	cases = append(cases, ssValidCases(t)...)
 	cases = append(cases, taskValidCases(t)...)
+	cases = append(cases, mcpValidCases()...)
 	for _, list := range [][]cfgCase{policyValidCases(t), catalogValidCases(t), vaultValidCases(t)} {
 		for _, c := range list {
 			cases = append(cases, shCase(c))

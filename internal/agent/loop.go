@@ -39,6 +39,9 @@ type PermissionRequest struct {
 	// Cwd is the directory the command runs in.
 	Escalation bool
 	Cwd        string
+	// ServerReadOnlyHint is what the tool's provider claims (an MCP
+	// tool's readOnlyHint; nil: no claim), shown in the review only.
+	ServerReadOnlyHint *bool
 }
 
 // PermissionAnswer is a person's answer to a PermissionRequest.

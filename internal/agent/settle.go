@@ -161,11 +161,16 @@ func (r *runner) permit(ctx context.Context, tool tools.Tool, toolUseID string, 
 		decide(false, "no_approver")
 		return "", nil, tools.ErrorResult(fmt.Sprintf("Permission denied: %s (%s) needs approval and %v. Allow it with a permission rule or a more permissive mode.", tool.Name(), v.Category, ErrNoApprover)), false
 	}
-	ans, err := r.t.Approver.RequestPermission(ctx, PermissionRequest{
+	req := PermissionRequest{
 		ToolUseID: toolUseID, ToolName: tool.Name(), Category: v.Category, Reason: v.Reason,
 		Args: args, RememberAllowed: v.RememberAllowed, ScopeKey: v.ScopeKey,
 		Escalation: v.Escalation, Cwd: r.t.Workspace,
-	})
+	}
+	if h, ok := tool.(tools.ServerHinted); ok {
+		hint := h.ReadOnlyHint()
+		req.ServerReadOnlyHint = &hint
+	}
+	ans, err := r.t.Approver.RequestPermission(ctx, req)
 	if err != nil {
 		decide(false, "user")
 		return "", nil, tools.ErrorResult("Permission flow aborted: " + err.Error()), false

@@ -95,7 +95,7 @@ ${XDG_CONFIG_HOME:-~/.config}/Maka/workspaces/default.`,
 		c.GroupID = groupAgent
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newConnectionCommand(), newHostCommand(), newVersionCommand()} {
+	for _, c := range []*cobra.Command{newConnectionCommand(), newMCPCommand(), newHostCommand(), newVersionCommand()} {
 		c.GroupID = groupSetup
 		root.AddCommand(c)
 	}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -131,10 +132,65 @@ func (s *SecretFile) snapshot() map[string]string {
 	return maps.Clone(s.secrets)
 }
 
-// replace rewrites the file with exactly m, then makes m current.
+// ExternalPrefix begins the keys of the secrets other packages keep in
+// the file (SetPrefixed): the vault's own rewrites never change them.
+const ExternalPrefix = "ext/"
+
+// replace rewrites the file with the vault's secrets m (keys with
+// ExternalPrefix in m are ignored; the current ones are kept), then makes
+// the result current.
 func (s *SecretFile) replace(m map[string]string) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	next := make(map[string]string, len(m))
+	for k, v := range m {
+		if !strings.HasPrefix(k, ExternalPrefix) {
+			next[k] = v
+		}
+	}
+	for k, v := range s.snapshot() {
+		if strings.HasPrefix(k, ExternalPrefix) {
+			next[k] = v
+		}
+	}
+	return s.writeLocked(next)
+}
+
+// SetPrefixed replaces, in one atomic rewrite, every secret whose key
+// starts with prefix (which must start with ExternalPrefix) by m, whose
+// keys must all start with prefix. Other secrets are kept.
+func (s *SecretFile) SetPrefixed(prefix string, m map[string]string) error {
+	if !strings.HasPrefix(prefix, ExternalPrefix) || len(prefix) <= len(ExternalPrefix) {
+		return fmt.Errorf("config: secret prefix %q does not start with %q", prefix, ExternalPrefix)
+	}
+	for k := range m {
+		if !strings.HasPrefix(k, prefix) {
+			return fmt.Errorf("config: secret key outside its prefix %q", prefix)
+		}
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	next := s.snapshot()
+	for k := range next {
+		if strings.HasPrefix(k, prefix) {
+			delete(next, k)
+		}
+	}
+	maps.Copy(next, m)
+	return s.writeLocked(next)
+}
+
+// GetKey returns the secret stored under key (a key of SetPrefixed).
+func (s *SecretFile) GetKey(key string) (string, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	v, ok := s.secrets[key]
+	return v, ok
+}
+
+// writeLocked rewrites the file with exactly m and makes m current; the
+// caller holds writeMu.
+func (s *SecretFile) writeLocked(m map[string]string) error {
 	data, err := protocol.Marshal(m)
 	if err != nil {
 		return errors.New("cannot encode secrets")

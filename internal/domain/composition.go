@@ -18,6 +18,7 @@ import (
 	"github.com/maka-agent/maka/internal/host"
 	"github.com/maka-agent/maka/internal/interactions"
 	"github.com/maka-agent/maka/internal/lane"
+	"github.com/maka-agent/maka/internal/mcp"
 	"github.com/maka-agent/maka/internal/messages"
 	"github.com/maka-agent/maka/internal/model"
 	"github.com/maka-agent/maka/internal/prompt"
@@ -76,6 +77,7 @@ type Composition struct {
 	tasks    *tasks.Ledger
 	turns    *turns.Owner // the session owner; it owns cont
 	msgs     *messages.Receipts
+	mcp      *mcp.Manager // the root's MCP servers
 	secrets  *config.SecretFile
 	// forgetSecrets stops tool results being redacted for this vault.
 	forgetSecrets func()
@@ -138,6 +140,10 @@ func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts O
 		return nil, errors.Join(err, st.Close(ctx))
 	}
 	c := &Composition{log: log, st: st, gate: lane.New(), config: cfg, secrets: secrets, httpClient: opts.HTTPClient}
+	c.mcp, err = mcp.New(ctx, mcp.Options{Store: st, Secrets: secrets, Log: log})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("mcp servers: %w", err), st.Close(ctx))
+	}
 	switch {
 	case opts.Provider != nil:
 		c.scripted = opts.Provider
@@ -157,6 +163,7 @@ func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts O
 		Protected:        protectedPaths(rootPath, h.Protected),
 		SandboxAvailable: func() bool { ok, _ := sandboxStatus(); return ok },
 		Tools:            tools.NewRegistry(append(append(tools.Builtins(), tools.NewAskUserQuestion()), opts.Tools...)...),
+		ToolSource:       c.mcp.Tools,
 		MaxSteps:         opts.MaxSteps, Step: opts.Step, Log: log, Interactions: opts.Interactions,
 	})
 	c.cont = c.turns.Continuity()
@@ -173,7 +180,7 @@ func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts O
 	}
 
 	c.handlers = host.Handlers{}
-	for _, hs := range []host.Handlers{cfg.Handlers(), c.sessions.Handlers(), c.tasks.Handlers(), c.turns.Handlers(), c.msgs.Handlers()} {
+	for _, hs := range []host.Handlers{cfg.Handlers(), c.sessions.Handlers(), c.tasks.Handlers(), c.turns.Handlers(), c.msgs.Handlers(), c.mcp.Handlers()} {
 		for op, h := range hs {
 			if _, dup := c.handlers[op]; dup {
 				return nil, errors.Join(fmt.Errorf("domain: two handlers for %s", op), c.Close(ctx))
@@ -271,6 +278,8 @@ func (c *Composition) BeginDrain() { c.turns.BeginDrain() }
 // is closed after its queued writes.
 func (c *Composition) Close(ctx context.Context) error {
 	err := c.turns.Close(ctx)
+	// After the turns: no call uses a server any more.
+	err = errors.Join(err, c.mcp.Close())
 	if c.forgetSecrets != nil {
 		c.forgetSecrets()
 	}

@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(exchangeEnv); spec != "" {
 		os.Exit(exchangeMain(spec))
 	}
+	if starts := os.Getenv(mcpServerEnv); starts != "" {
+		os.Exit(mcpServerMain(starts))
+	}
 	if code, ok := forkDialRole(); ok {
 		os.Exit(code)
 	}

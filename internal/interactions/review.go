@@ -157,7 +157,7 @@ func toolReview(req agent.PermissionRequest) (protocol.ToolReview, error) {
 	text, cut := fitEncoded(safe, protocol.ReviewTextMaxBytes)
 	return protocol.ToolArgumentsReview{Arguments: protocol.ReviewTextPreview{
 		Text: text, Bytes: int64(len(canonical)), Truncated: cut,
-	}}, nil
+	}, ServerReadOnlyHint: req.ServerReadOnlyHint}, nil
 }
 
 // requiredText is the safe review form of the string argument key, which

@@ -62,15 +62,11 @@ type ToolCall struct {
 // outputs become tool messages).
 type Request struct {
 	// API is "chat" or "responses": the endpoint that received it.
-	API      string    `json:"-"`
-	Model    string    `json:"model"`
-	Messages []Message `json:"messages"`
-	Tools    []struct {
-		Function struct {
-			Name string `json:"name"`
-		} `json:"function"`
-	} `json:"tools"`
-	Stream bool `json:"stream"`
+	API      string        `json:"-"`
+	Model    string        `json:"model"`
+	Messages []Message     `json:"messages"`
+	Tools    []RequestTool `json:"tools"`
+	Stream   bool          `json:"stream"`
 	// ReasoningEffort is reasoning_effort (Chat Completions) or
 	// reasoning.effort (Responses); "" when absent.
 	ReasoningEffort string `json:"reasoning_effort"`
@@ -78,6 +74,15 @@ type Request struct {
 	Body []byte `json:"-"`
 	// Authorization is the request's Authorization header.
 	Authorization string `json:"-"`
+}
+
+// RequestTool is one tool a request offers the model.
+type RequestTool struct {
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	} `json:"function"`
 }
 
 // LastUser returns the text of the last user message.

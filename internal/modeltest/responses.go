@@ -25,7 +25,9 @@ type responsesBody struct {
 		Output    any    `json:"output"`
 	} `json:"input"`
 	Tools []struct {
-		Name string `json:"name"`
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
 	} `json:"tools"`
 }
 
@@ -60,12 +62,8 @@ func decodeResponses(body []byte) (*Request, error) {
 		}
 	}
 	for _, t := range b.Tools {
-		var tool struct {
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		}
-		tool.Function.Name = t.Name
+		var tool RequestTool
+		tool.Function.Name, tool.Function.Description, tool.Function.Parameters = t.Name, t.Description, t.Parameters
 		req.Tools = append(req.Tools, tool)
 	}
 	return req, nil

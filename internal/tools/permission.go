@@ -105,6 +105,21 @@ type Categorizer interface {
 	Category(args json.RawMessage) string
 }
 
+// AlwaysPrompt is implemented by tools whose every call needs a person's
+// approval in every mode but bypass unless a rule allows it, whatever the
+// matrix says of their category (MCP server tools: programs the user
+// configured, gated like Bash).
+type AlwaysPrompt interface {
+	PromptBelowBypass() bool
+}
+
+// ServerHinted is implemented by tools whose provider claims whether they
+// only read (an MCP tool's readOnlyHint). The claim is shown in the
+// approval review and never decides anything.
+type ServerHinted interface {
+	ReadOnlyHint() bool
+}
+
 // CategoryOf returns the permission category of a call: Read, Grep and
 // Glob read; WebFetch and WebSearch web_read; Write, Edit and patch tools
 // file_write; Bash as classified by BashCategory; WriteStdin
@@ -364,6 +379,9 @@ func (e *Engine) Evaluate(tool Tool, args json.RawMessage) Verdict {
 		return v
 	}
 	v.Decision = MatrixDecision(e.p.Mode, cat)
+	if ap, ok := tool.(AlwaysPrompt); ok && ap.PromptBelowBypass() && v.Decision == Allow && e.p.Mode != ModeBypass {
+		v.Decision = Prompt
+	}
 	if v.Decision == Prompt && cat == protocol.ToolCategoryShellUnsafe && e.p.Mode == ModeExecute && v.Sandbox != sandbox.Off {
 		v.Decision = Allow
 	}

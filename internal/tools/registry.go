@@ -62,3 +62,22 @@ func (r *Registry) Specs() []Spec {
 	}
 	return out
 }
+
+// With returns a registry of r's tools followed by more (a turn's dynamic
+// tools); a tool of more whose name repeats one of r's is left out, so a
+// dynamic tool never replaces a built-in one. r is unchanged.
+func (r *Registry) With(more ...Tool) *Registry {
+	if len(more) == 0 {
+		return r
+	}
+	if r == nil {
+		return NewRegistry(more...)
+	}
+	all := r.Tools()
+	for _, t := range more {
+		if _, dup := r.Lookup(t.Name()); !dup {
+			all = append(all, t)
+		}
+	}
+	return NewRegistry(all...)
+}

@@ -183,7 +183,15 @@ func reviewLines(r protocol.ToolReview) []string {
 	case protocol.WebReview:
 		return []string{r.TargetKind + ": " + r.Target}
 	case protocol.ToolArgumentsReview:
-		return []string{previewText(r.Arguments)}
+		l := []string{previewText(r.Arguments)}
+		if r.ServerReadOnlyHint != nil {
+			claim := "may change things"
+			if *r.ServerReadOnlyHint {
+				claim = "only reads"
+			}
+			l = append(l, "its MCP server says it "+claim+" (not verified)")
+		}
+		return l
 	case protocol.StdinReview:
 		var l []string
 		if r.Ref != nil {

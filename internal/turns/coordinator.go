@@ -98,6 +98,9 @@ type Options struct {
 	RequestDrain func()
 	Resolve      Resolver
 	Tools        *tools.Registry
+	// ToolSource, when set, adds a turn's dynamic tools (the MCP servers')
+	// after Tools when the turn starts.
+	ToolSource func(ctx context.Context) []tools.Tool
 	// Protected are the paths the host owns (storage root, control
 	// directory, credentials file), out of every tool's reach.
 	Protected []string

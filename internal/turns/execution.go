@@ -258,12 +258,13 @@ func (c *Owner) runAgent(ctx context.Context, rec *recorder, a admission, sum pr
 		return agent.Outcome{Status: agent.StatusFailed, StopReason: agent.StopError, FailureClass: agent.FailureRuntimeError,
 			Message: "Cannot decide tool calls: the session's permission policy could not be read"}
 	}
+	turnTools := c.turnTools(ctx)
 	turn := agent.Turn{
 		SessionID: a.SessionID, TurnID: a.TurnID, RunID: a.RunID,
 		Prompt: a.Content.Text, History: history, Workspace: workspace, Protected: c.opts.Protected,
-		Provider: resolved.Provider, Model: resolved.Model, System: c.systemPrompt(ctx, a, workspace, policy),
+		Provider: resolved.Provider, Model: resolved.Model, System: c.systemPrompt(ctx, a, workspace, policy, turnTools),
 		Effort: c.effort(ctx, a.SessionID),
-		Tools:  c.opts.Tools, Permissions: tools.NewEngine(policy),
+		Tools:  turnTools, Permissions: tools.NewEngine(policy),
 		MaxSteps: c.opts.MaxSteps, Step: c.opts.Step, Now: c.opts.Now, NewID: c.opts.NewID,
 		Abandoned: &c.abandoned,
 	}

@@ -13,13 +13,13 @@ import (
 // systemPrompt is the system prompt of a's turn: Options.System, or the
 // one Options.Prompt builds for the workspace and the policy. What the
 // builder left out is logged.
-func (c *Owner) systemPrompt(ctx context.Context, a admission, workspace string, policy tools.Policy) string {
+func (c *Owner) systemPrompt(ctx context.Context, a admission, workspace string, policy tools.Policy, reg *tools.Registry) string {
 	if c.opts.Prompt == nil {
 		return c.opts.System
 	}
 	var names []string
-	if c.opts.Tools != nil {
-		for _, t := range c.opts.Tools.Tools() {
+	if reg != nil {
+		for _, t := range reg.Tools() {
 			names = append(names, t.Name())
 		}
 	}
