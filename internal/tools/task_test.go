@@ -156,6 +156,14 @@ func TestTaskToolsNeverPrompt(t *testing.T) {
 	if v := e.Evaluate(tt[NameTaskList], json.RawMessage(`{}`)); v.Decision != Allow {
 		t.Fatalf("task_list under a rule for task_create: %+v", v)
 	}
+	byCategory, err := ParseRule(RuleDeny, "category:custom_tool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e = NewEngine(Policy{Mode: ModeBypass, Rules: []Rule{byCategory}, Workspace: t.TempDir()})
+	if v := e.Evaluate(tt[NameTaskList], json.RawMessage(`{}`)); v.Decision != Block || v.Category != "custom_tool" {
+		t.Fatalf("category deny rule: %+v", v)
+	}
 }
 
 func modelTextOf(r Result) string {
