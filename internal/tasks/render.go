@@ -37,7 +37,9 @@ const (
 func (l *Ledger) Tail(ctx context.Context, sessionID string) string {
 	list, _, err := l.List(ctx, sessionID)
 	if err != nil {
-		l.log.Warn("task ledger unreadable; model request without its task note", "session", sessionID, "err", err)
+		if ctx.Err() == nil {
+			l.log.Warn("task ledger unreadable; model request without its task note", "session", sessionID, "err", err)
+		}
 		return ""
 	}
 	return RenderTail(list)

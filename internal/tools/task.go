@@ -165,28 +165,38 @@ func taskList(ctx context.Context, l *tasks.Ledger, env Env, raw json.RawMessage
 	if err != nil {
 		return Result{}, fmt.Errorf("the task ledger could not be read: %w", err)
 	}
-	res := JSONResult(struct {
-		Tasks []protocol.Task `json:"tasks"`
-	}{list})
-	if res.IsError {
-		return res, nil
-	}
+	// The tasks shown are those whose lines fit maxTaskListBytes; the
+	// result holds the same ones.
 	var b strings.Builder
-	if len(list) == 0 {
-		b.WriteString("The task ledger is empty.")
-	} else {
-		fmt.Fprintf(&b, "%d tasks:", len(list))
-		for _, t := range list {
-			b.WriteString("\n" + describe(t))
+	shown := list[:0:0]
+	for _, t := range list {
+		line := describe(t)
+		if b.Len()+len(line)+1 > maxTaskListBytes {
+			break
 		}
+		b.WriteString("\n" + line)
+		shown = append(shown, t)
 	}
-	res.ModelText = truncateChars(b.String(), maxTaskListChars)
+	text := fmt.Sprintf("%d tasks:", len(list)) + b.String()
+	switch omitted := len(list) - len(shown); {
+	case len(list) == 0:
+		text = "The task ledger is empty."
+	case omitted > 0:
+		text += fmt.Sprintf("\n… %d more tasks not shown (task_get shows one by key)", omitted)
+	}
+	res := JSONResult(struct {
+		Tasks   []protocol.Task `json:"tasks"`
+		Omitted int             `json:"omitted,omitempty"`
+	}{shown, len(list) - len(shown)})
+	if !res.IsError {
+		res.ModelText = text
+	}
 	return res, nil
 }
 
-// maxTaskListChars bounds what task_list shows the model (200 tasks with
-// their longest subjects and evidence would be far more).
-const maxTaskListChars = 32000
+// maxTaskListBytes bounds what task_list shows (200 tasks with their
+// longest subjects and evidence would be far more).
+const maxTaskListBytes = 32 * 1024
 
 type taskGetArgs struct {
 	TaskRef *string `json:"taskRef"`

@@ -229,3 +229,33 @@ func FuzzTaskTools(f *testing.F) {
 		}
 	})
 }
+
+// TestTaskListIsBounded: a full ledger of the longest subjects is listed in
+// part, with the rest counted, in the text and in the result alike.
+func TestTaskListIsBounded(t *testing.T) {
+	l := newLedger(t)
+	tt := taskTools(l)
+	subject := strings.Repeat("s", protocol.TaskSubjectMaxCodePoints)
+	for range tasks.MaxTasksPerSession {
+		runTask(t, tt[NameTaskCreate], "session-1", `{"subject":"`+subject+`"}`)
+	}
+	res := runTask(t, tt[NameTaskList], "session-1", `{}`)
+	if res.IsError || len(res.ModelText) > maxTaskListBytes+200 || len(res.Content) > 2*maxTaskListBytes {
+		t.Fatalf("task_list: error %v, text %d bytes, content %d bytes", res.IsError, len(res.ModelText), len(res.Content))
+	}
+	var content struct {
+		Value struct {
+			Tasks   []protocol.Task `json:"tasks"`
+			Omitted int             `json:"omitted"`
+		} `json:"value"`
+	}
+	if err := json.Unmarshal(res.Content, &content); err != nil {
+		t.Fatal(err)
+	}
+	shown := len(content.Value.Tasks)
+	if shown == 0 || shown+content.Value.Omitted != tasks.MaxTasksPerSession ||
+		!strings.Contains(res.ModelText, "… "+strconv.Itoa(content.Value.Omitted)+" more tasks not shown") ||
+		strings.Count(res.ModelText, "\nT") != shown {
+		t.Fatalf("task_list shows %d, omits %d: %s", shown, content.Value.Omitted, res.ModelText[len(res.ModelText)-200:])
+	}
+}
