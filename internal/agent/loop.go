@@ -91,7 +91,7 @@ type Turn struct {
 	// they return (nil: a tracker of the package's own).
 	Abandoned *Abandoned
 	// Tail, when set, is called before every model step; a non-empty
-	// result is sent as a final user note after the conversation of that
+	// result is sent as a final user note (model.Message.Note) after the conversation of that
 	// request only (it is neither recorded nor kept for the next step,
 	// which calls Tail again).
 	Tail func(ctx context.Context) string
@@ -193,7 +193,7 @@ func (r *runner) withTail(ctx context.Context, msgs []model.Message) []model.Mes
 	if tail == "" {
 		return msgs
 	}
-	return append(msgs[:len(msgs):len(msgs)], model.Message{Role: model.RoleUser, Text: tail})
+	return append(msgs[:len(msgs):len(msgs)], model.Message{Role: model.RoleUser, Text: tail, Note: true})
 }
 
 // stepState accumulates one model step.

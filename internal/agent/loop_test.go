@@ -504,7 +504,7 @@ func TestTailEndsEveryRequest(t *testing.T) {
 	for i, want := range []string{"note !", "note !!"} {
 		msgs := reqs[i].Messages
 		last := msgs[len(msgs)-1]
-		if last.Role != model.RoleUser || last.Text != want {
+		if last.Role != model.RoleUser || last.Text != want || !last.Note {
 			t.Fatalf("request %d ends with %+v, want the user note %q", i, last, want)
 		}
 		for _, m := range msgs[:len(msgs)-1] {
