@@ -262,8 +262,8 @@ func TestEndToEndApprovesABashCall(t *testing.T) {
 // them as the host's ledger holds them, with no prompt in explore mode.
 func TestEndToEndShowsTheModelsTasks(t *testing.T) {
 	conn := runHost(t, `{"steps":[
-		{"events":[{"toolCall":{"id":"c1","name":"task_create","input":{"subject":"Write the parser"}}},
-		           {"toolCall":{"id":"c2","name":"task_create","input":{"subject":"Test the parser"}}}]},
+		{"events":[{"toolCall":{"id":"c1","name":"task_create","input":{"subject":"Write the parser"}}}]},
+		{"events":[{"toolCall":{"id":"c2","name":"task_create","input":{"subject":"Test the parser"}}}]},
 		{"events":[{"toolCall":{"id":"c3","name":"task_update","input":{"taskRef":"T1","status":"in_progress"}}}]},
 		{"events":[{"text":"Planned."}]}]}`)
 	p := startProgram(t, Options{Conn: conn, Workspace: workspace(t), PermissionMode: "explore"})
