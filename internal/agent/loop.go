@@ -93,6 +93,11 @@ type Turn struct {
 	// Abandoned tracks the tool calls the turn abandoned at a stop until
 	// they return (nil: a tracker of the package's own).
 	Abandoned *Abandoned
+	// Tail, when set, is called before every model step; a non-empty
+	// result is sent as a final user note (model.Message.Note) after the conversation of that
+	// request only (it is neither recorded nor kept for the next step,
+	// which calls Tail again).
+	Tail func(ctx context.Context) string
 }
 
 // Run runs one turn to its outcome. It returns when the turn ended: a step
@@ -146,7 +151,7 @@ func (r *runner) run(ctx context.Context) Outcome {
 		if msgs, err = r.steer(ctx, msgs); err != nil {
 			return r.failure(ctx, &sinkError{err})
 		}
-		st, fin, err := r.stream(ctx, model.Request{Model: r.t.Model, System: r.t.System, Messages: msgs, Tools: specs, Effort: r.t.Effort})
+		st, fin, err := r.stream(ctx, model.Request{Model: r.t.Model, System: r.t.System, Messages: r.withTail(ctx, msgs), Tools: specs, Effort: r.t.Effort})
 		if ferr := r.flushStep(ctx, st); ferr != nil && err == nil {
 			err = ferr
 		}
@@ -179,6 +184,19 @@ func (r *runner) run(ctx context.Context) Outcome {
 				Message: fmt.Sprintf("The turn reached its limit of %d model steps", r.t.MaxSteps)})
 		}
 	}
+}
+
+// withTail returns the messages of one request: msgs, then the turn's tail
+// note when it has one. msgs itself is never extended.
+func (r *runner) withTail(ctx context.Context, msgs []model.Message) []model.Message {
+	if r.t.Tail == nil {
+		return msgs
+	}
+	tail := r.t.Tail(ctx)
+	if tail == "" {
+		return msgs
+	}
+	return append(msgs[:len(msgs):len(msgs)], model.Message{Role: model.RoleUser, Text: tail, Note: true})
 }
 
 // stepState accumulates one model step.

@@ -482,3 +482,47 @@ func messagesEqual(a, b []model.Message) bool {
 			x.ToolName == y.ToolName && x.IsError == y.IsError
 	})
 }
+
+// TestTailEndsEveryRequest: the turn's tail is asked for before every step
+// and sent as the last message of that request only; the conversation the
+// next step sends does not keep an earlier note.
+func TestTailEndsEveryRequest(t *testing.T) {
+	p := newProvider(t, calls(callEv("c1", "Probe", `{}`)), say("done"))
+	var n int
+	out := runTurn(t, testCtx(t), agent.Turn{
+		Provider: p, Prompt: "hi", Tools: tools.NewRegistry(&fakeTool{name: "Probe"}),
+		Tail: func(context.Context) string {
+			n++
+			return "note " + strings.Repeat("!", n)
+		},
+	}, &recSink{})
+	wantOutcome(t, out, agent.StatusCompleted, agent.StopEndTurn)
+	reqs := p.requests()
+	if len(reqs) != 2 || n != 2 {
+		t.Fatalf("%d requests, %d tails", len(reqs), n)
+	}
+	for i, want := range []string{"note !", "note !!"} {
+		msgs := reqs[i].Messages
+		last := msgs[len(msgs)-1]
+		if last.Role != model.RoleUser || last.Text != want || !last.Note {
+			t.Fatalf("request %d ends with %+v, want the user note %q", i, last, want)
+		}
+		for _, m := range msgs[:len(msgs)-1] {
+			if strings.HasPrefix(m.Text, "note") {
+				t.Fatalf("request %d keeps an earlier note: %+v", i, msgs)
+			}
+		}
+	}
+	if got := reqs[1].Messages; len(got) != 4 || got[0].Text != "hi" || got[1].Role != model.RoleAssistant || got[2].Role != model.RoleTool {
+		t.Fatalf("second request: %+v", got)
+	}
+}
+
+// TestEmptyTailSendsNoNote: a tail with nothing to say adds no message.
+func TestEmptyTailSendsNoNote(t *testing.T) {
+	p := newProvider(t, say("done"))
+	runTurn(t, testCtx(t), agent.Turn{Provider: p, Prompt: "hi", Tail: func(context.Context) string { return "" }}, &recSink{})
+	if reqs := p.requests(); len(reqs) != 1 || len(reqs[0].Messages) != 1 || reqs[0].Messages[0].Text != "hi" {
+		t.Fatalf("requests: %+v", reqs)
+	}
+}

@@ -154,16 +154,19 @@ func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts O
 	if opts.Resolve != nil {
 		resolve = opts.Resolve
 	}
-	// The session owner first: it builds its parts (session continuity
-	// and the interaction authority); the session catalog and the message
+	c.tasks = tasks.New(st, tasks.Options{Lane: c.gate, Logger: log})
+	// The session owner next (after the task ledger, which its tools and
+	// request tail use): it builds its parts (session continuity and the
+	// interaction authority); the session catalog and the message
 	// operations then use it.
 	c.turns = turns.New(turns.Options{
 		Store: st, Gate: c.gate, Residency: h.Residency, RequestDrain: requestDrain, HostEpoch: hostEpoch,
 		Resolve: resolve, System: systemPrompt, Prompt: prompt.New(), UserDir: prompt.UserDir(),
 		Protected:        protectedPaths(rootPath, h.Protected),
 		SandboxAvailable: func() bool { ok, _ := sandboxStatus(); return ok },
-		Tools:            tools.NewRegistry(append(append(tools.Builtins(), tools.NewAskUserQuestion()), opts.Tools...)...),
+		Tools:            tools.NewRegistry(append(append(append(tools.Builtins(), tools.NewAskUserQuestion()), tools.NewTaskTools(c.tasks)...), opts.Tools...)...),
 		ToolSource:       c.mcp.Tools,
+		Tail:             c.tasks.Tail,
 		MaxSteps:         opts.MaxSteps, Step: opts.Step, Log: log, Interactions: opts.Interactions,
 	})
 	c.cont = c.turns.Continuity()
@@ -173,7 +176,6 @@ func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts O
 		OnChange:              c.refresh,
 		ActiveRoot:            c.turns.ActiveRoot,
 	})
-	c.tasks = tasks.New(st, tasks.Options{Lane: c.gate, Logger: log})
 	c.msgs = messages.New(messages.Options{HostEpoch: hostEpoch, Store: st, Gate: c.gate, Sessions: c.turns, RequestDrain: requestDrain, Log: log})
 	if err := c.msgs.BeginHostEpoch(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("message receipts: %w", err), c.Close(ctx))

@@ -40,6 +40,11 @@ type Message struct {
 	ToolCallID        string
 	ToolName          string
 	IsError           bool
+	// Note marks a user message the host adds at the tail of one request
+	// (the task ledger note): providers send it as user text, but it is
+	// not a turn of the conversation (the scripted provider does not count
+	// it as the user speaking).
+	Note bool
 }
 
 // ToolCall is one tool call of the model. Input is the JSON object of

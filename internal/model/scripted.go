@@ -411,11 +411,15 @@ func (tc *ScriptToolCall) call() ToolCall {
 }
 
 // scriptPosition returns the step to play (assistant messages after the
-// last user message), the first and last user texts and the user count.
+// last user message), the first and last user texts and the user count;
+// notes are not user messages.
 func scriptPosition(msgs []Message) (step int, firstUser, lastUser string, users int) {
 	for _, m := range msgs {
 		switch m.Role {
 		case RoleUser:
+			if m.Note {
+				continue
+			}
 			if users == 0 {
 				firstUser = m.Text
 			}

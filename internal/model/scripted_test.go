@@ -143,6 +143,7 @@ func TestScriptedStepSelection(t *testing.T) {
 		{"after one tool round", []Message{user, asst, tool}, "step two", FinishStop},
 		{"new turn restarts", []Message{user, asst, tool, {Role: RoleAssistant, Text: "ok"}, user}, "step one", FinishLength},
 		{"no messages", nil, "step one", FinishLength},
+		{"a tail note is not the user", []Message{user, asst, tool, {Role: RoleUser, Text: "<task-ledger>", Note: true}}, "step two", FinishStop},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -29,6 +29,9 @@ type Backend interface {
 	SubmitMessage(ctx context.Context, in protocol.TurnMessageSubmitInput) (protocol.TurnMessageSubmitResult, error)
 	AnswerInteraction(ctx context.Context, in protocol.InteractionAnswerInput) (protocol.InteractionAnsweredSnapshot, error)
 
+	// QueryTaskLedger reads one page of a session's task ledger.
+	QueryTaskLedger(ctx context.Context, in protocol.TaskLedgerQueryInput) (protocol.TaskLedgerQueryResult, error)
+
 	// Subscribe opens the live subscription of a session.
 	Subscribe(ctx context.Context, sessionID string) (Stream, error)
 }
@@ -83,6 +86,10 @@ func (b connBackend) SubmitMessage(ctx context.Context, in protocol.TurnMessageS
 
 func (b connBackend) AnswerInteraction(ctx context.Context, in protocol.InteractionAnswerInput) (protocol.InteractionAnsweredSnapshot, error) {
 	return b.c.AnswerInteraction(ctx, in)
+}
+
+func (b connBackend) QueryTaskLedger(ctx context.Context, in protocol.TaskLedgerQueryInput) (protocol.TaskLedgerQueryResult, error) {
+	return b.c.QueryTaskLedger(ctx, in)
 }
 
 func (b connBackend) Subscribe(ctx context.Context, sessionID string) (Stream, error) {

@@ -256,3 +256,24 @@ func TestEndToEndApprovesABashCall(t *testing.T) {
 	}
 	p.quit()
 }
+
+// TestEndToEndShowsTheModelsTasks runs a turn against a real host in which
+// the scripted model creates two tasks and starts one: the task panel shows
+// them as the host's ledger holds them, with no prompt in explore mode.
+func TestEndToEndShowsTheModelsTasks(t *testing.T) {
+	conn := runHost(t, `{"steps":[
+		{"events":[{"toolCall":{"id":"c1","name":"task_create","input":{"subject":"Write the parser"}}}]},
+		{"events":[{"toolCall":{"id":"c2","name":"task_create","input":{"subject":"Test the parser"}}}]},
+		{"events":[{"toolCall":{"id":"c3","name":"task_update","input":{"taskRef":"T1","status":"in_progress"}}}]},
+		{"events":[{"text":"Planned."}]}]}`)
+	p := startProgram(t, Options{Conn: conn, Workspace: workspace(t), PermissionMode: "explore"})
+	p.press("plan it")
+	p.press("\r")
+	s := p.obs.wait(t, "the task panel", func(s state) bool {
+		return s.turnStatus == protocol.TurnCompleted && !s.busy && strings.Contains(s.view, "◐ T1 Write the parser")
+	})
+	if !strings.Contains(s.view, "Tasks: 2 open") || !strings.Contains(s.view, "○ T2 Test the parser") || s.prompt != nil {
+		t.Fatalf("view:\n%s", s.view)
+	}
+	p.quit()
+}

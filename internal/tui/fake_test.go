@@ -32,6 +32,11 @@ type fakeBackend struct {
 	startErr    error
 	// sandboxAvailable is what QueryPermissions reports.
 	sandboxAvailable bool
+	// ledgers are the sessions' task ledgers, served in pages of
+	// ledgerPage tasks (0: all); ledgerReads counts the list_start calls.
+	ledgers     map[string][]protocol.Task
+	ledgerPage  int
+	ledgerReads int
 }
 
 func newFakeBackend() *fakeBackend {
@@ -170,6 +175,48 @@ func (f *fakeBackend) AnswerInteraction(_ context.Context, in protocol.Interacti
 	defer f.mu.Unlock()
 	f.answers = append(f.answers, in)
 	return protocol.InteractionAnsweredSnapshot{InteractionID: in.InteractionID, Status: protocol.InteractionStatusAnswered}, nil
+}
+
+func (f *fakeBackend) setLedger(id string, tasks ...protocol.Task) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ledgers == nil {
+		f.ledgers = map[string][]protocol.Task{}
+	}
+	f.ledgers[id] = tasks
+}
+
+func (f *fakeBackend) QueryTaskLedger(_ context.Context, in protocol.TaskLedgerQueryInput) (protocol.TaskLedgerQueryResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	tasks := f.ledgers[in.SessionID]
+	revision := fmt.Sprintf("rev-%d", len(tasks))
+	for _, t := range tasks {
+		revision += "-" + string(t.Status)
+	}
+	start := 0
+	switch in.Kind {
+	case protocol.TaskQueryListStart:
+		f.ledgerReads++
+	case protocol.TaskQueryListContinue:
+		if in.Revision != revision {
+			return protocol.TaskLedgerQueryResult{Kind: protocol.TaskResultRevisionChanged, Expected: in.Revision, Actual: revision}, nil
+		}
+		fmt.Sscan(in.Cursor, &start)
+	default:
+		return protocol.TaskLedgerQueryResult{}, fmt.Errorf("query kind %s", in.Kind)
+	}
+	end := len(tasks)
+	if f.ledgerPage > 0 {
+		end = min(start+f.ledgerPage, len(tasks))
+	}
+	page := protocol.TaskLedgerQueryResult{Kind: protocol.TaskResultPage, SessionID: in.SessionID, Revision: revision,
+		Tasks: slices.Clone(tasks[start:end])}
+	if end < len(tasks) {
+		c := fmt.Sprint(end)
+		page.NextCursor = &c
+	}
+	return page, nil
 }
 
 func (f *fakeBackend) Subscribe(_ context.Context, sessionID string) (Stream, error) {

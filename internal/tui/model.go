@@ -74,6 +74,13 @@ type model struct {
 	startingTurn string
 	pendingText  string
 
+	// tasks is the current session's task ledger as last read;
+	// taskCalls the task tool calls seen starting, until their result.
+	tasks     []protocol.Task
+	tasksSeq  int
+	taskCalls map[string]bool
+	tasksText string
+
 	prompt   *promptState
 	answered map[string]bool // interactions answered here, until they leave the projection
 
@@ -98,11 +105,12 @@ func newModel(ctx context.Context, be Backend, opts Options, tr *tracker) *model
 	m := &model{
 		ctx: ctx, be: be, tr: tr, opts: opts,
 		width: defaultWidth, height: defaultHeight,
-		look:     newLook(out, opts.MarkdownStyle),
-		vp:       viewport.New(defaultWidth, defaultHeight),
-		follow:   true,
-		answered: map[string]bool{},
-		open:     map[Stream]struct{}{},
+		look:      newLook(out, opts.MarkdownStyle),
+		vp:        viewport.New(defaultWidth, defaultHeight),
+		follow:    true,
+		answered:  map[string]bool{},
+		open:      map[Stream]struct{}{},
+		taskCalls: map[string]bool{},
 	}
 	m.vp.KeyMap = viewport.KeyMap{}
 	m.input = m.look.newInput()
@@ -163,6 +171,8 @@ func (m *model) update(msg tea.Msg) tea.Cmd {
 			m.perms = &msg.perms
 		}
 		return nil
+	case tasksMsg:
+		return m.onTasks(msg)
 	case streamClosedMsg:
 		delete(m.open, msg.stream)
 		return nil
@@ -216,6 +226,9 @@ func (m *model) attach(s protocol.SessionSummary, keep bool) tea.Cmd {
 	m.gen++
 	m.session, m.perms = &s, nil
 	m.stream, m.snap = nil, nil
+	if !keep {
+		m.tasks, m.taskCalls = nil, map[string]bool{}
+	}
 	m.attaching = true
 	if !keep {
 		m.entries = nil
@@ -235,6 +248,7 @@ func (m *model) detach() tea.Cmd {
 	closeOld := m.closeStream(m.stream)
 	m.gen++
 	m.session, m.perms, m.stream, m.snap = nil, nil, nil, nil
+	m.tasks, m.taskCalls = nil, map[string]bool{}
 	m.attaching, m.loading = false, false
 	m.entries = nil
 	m.seenTurn, m.seenTerminal = "", false
@@ -300,7 +314,7 @@ func (m *model) onSubOpened(msg subOpenedMsg) tea.Cmd {
 		}
 	}
 	m.syncPrompt()
-	cmds := []tea.Cmd{m.loadTranscript(), m.nextFrame()}
+	cmds := []tea.Cmd{m.loadTranscript(), m.nextFrame(), m.loadTasks()}
 	if text := m.pendingText; text != "" {
 		m.pendingText = ""
 		cmds = append(cmds, m.send(text))
@@ -326,6 +340,7 @@ func (m *model) onFrame(msg frameMsg) tea.Cmd {
 	case protocol.EventFrame:
 		m.entries = applyToolEvent(m.entries, f.Event)
 		m.syncPrompt()
+		cmd = m.onTaskToolEvent(f.Event)
 	case protocol.ClosedFrame:
 		// The host ended the subscription (it fell behind): the next read
 		// reports the end and the session is re-attached.

@@ -27,7 +27,11 @@ func (m *model) refresh() {
 	m.input.SetWidth(m.width)
 	m.vp.Width = m.width
 	m.queueText, m.cardText = m.queueView(), m.cardView()
+	m.tasksText = m.tasksView()
 	used := 2 + inputHeight + 1 // status, notice/hints, input and its rule
+	if m.tasksText != "" {
+		used += lipgloss.Height(m.tasksText)
+	}
 	if m.queueText != "" {
 		used += lipgloss.Height(m.queueText)
 	}
@@ -53,6 +57,9 @@ func (m *model) View() string {
 		parts = append(parts, m.listView(m.height-2))
 	} else {
 		parts = append(parts, m.vp.View())
+		if m.tasksText != "" {
+			parts = append(parts, m.tasksText)
+		}
 		if m.queueText != "" {
 			parts = append(parts, m.queueText)
 		}

@@ -132,6 +132,11 @@ type Options struct {
 	Log               *slog.Logger
 	Now               func() time.Time
 	NewID             func() string
+
+	// Tail renders the note sent at the tail of every model request of a
+	// session's turn (the open tasks of its ledger); "" sends none. Nil:
+	// no note.
+	Tail func(ctx context.Context, sessionID string) string
 }
 
 // Owner is the session owner of one host epoch (session.go): the
