@@ -1,15 +1,12 @@
 package protocol
 
-import "sync"
-
 // decodeRequestFast decodes the common request frame — one object with the
 // keys requestId, operation and input — without building a Value for the
 // envelope. ok is false when the frame is anything else (a hello, an extra
 // or missing key, a syntax error); the caller then takes the general path,
 // which produces the precise error.
 func decodeRequestFast(text []byte) (req *Request, ok bool, err error) {
-	p := parserPool.Get().(*parser)
-	defer p.release()
+	p := new(parser)
 	p.data, p.pos = text, 0
 	p.skipSpace()
 	if !p.consume('{') {
@@ -74,17 +71,7 @@ func decodeRequestFast(text []byte) (req *Request, ok bool, err error) {
 	} else if in, err = spec.DecodeInput(input); err != nil {
 		return nil, true, err
 	}
-	r := requestPool.Get().(*Request)
-	r.RequestID, r.Operation, r.Input = id, spec, in
-	return r, true, nil
-}
-
-var requestPool = sync.Pool{New: func() any { return new(Request) }}
-
-// ReleaseRequest recycles a decoded request once nothing refers to it.
-func ReleaseRequest(r *Request) {
-	*r = Request{}
-	requestPool.Put(r)
+	return &Request{RequestID: id, Operation: spec, Input: in}, true, nil
 }
 
 // rawString consumes a string literal without escapes and returns its

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/maka-agent/maka/internal/transport"
@@ -26,10 +25,6 @@ type Transport interface {
 	CloseWrite() error
 	Close() error
 	Closed() <-chan struct{}
-	// HasBufferedFrame reports whether the next read will not block.
-	HasBufferedFrame() bool
-	// TryFill reads, without blocking, what the peer has already sent.
-	TryFill() bool
 }
 
 var _ Transport = (*transport.Conn)(nil)
@@ -55,13 +50,20 @@ type ConnConfig struct {
 	OnTeardown func(err error)
 	// Inline reports operations whose admission and handler never block;
 	// they run on the reader goroutine instead of their own.
+	//
+	// This is the connection's one fast path, kept because the committed
+	// round-trip benchmarks show it pays (internal/bench, 2 vCPU Intel
+	// Xeon, shared and busy; host.status inline against every request on
+	// its own goroutine, 3 interleaved runs, medians): pipelined 4×32
+	// 644,000 against 371,000 req/s (+74 %); sequential 158,000 against
+	// 146,000 (+8 %). See docs/benchmarks.md.
 	Inline func(op protocol.Operation) bool
 	Logger *slog.Logger
 }
 
-// Conn serves one accepted connection: it reads requests, dispatches them
-// concurrently, and sends responses and push frames through one bounded
-// serial writer.
+// Conn serves one accepted connection: one reader goroutine (Run) reads
+// requests, each request runs on its own goroutine, and responses and push
+// frames go out through the connection's one writer loop.
 type Conn struct {
 	cfg  ConnConfig
 	out  *OutboundWriter
@@ -69,21 +71,16 @@ type Conn struct {
 	log  *slog.Logger
 
 	mu       sync.Mutex
-	inflight map[string]struct{}
-
-	flushBufs [][]byte // reader-owned scratch for Flush
-	ended     bool     // torn down or finished: no more handlers start
-	ops       sync.WaitGroup
+	inflight map[string]struct{} // request ids dispatched and not yet answered
+	endErr   *endError           // why the connection ended; set once, by end
+	ops      sync.WaitGroup      // one per dispatched request
 
 	// ctx is the connection's context, cancelled with the reason the
 	// connection ended (an *endError) by end.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	teardownOnce sync.Once
-	ending       atomic.Bool
-	fatal        chan struct{} // closed by a fatal teardown
-	endErr       *endError     // why the connection ended; set once, by end, under mu
+	fatal chan struct{} // closed by a fatal teardown
 }
 
 // Reasons a connection ends, logged with "connection closed".
@@ -156,14 +153,14 @@ func NewConn(cfg ConnConfig) *Conn {
 			c.teardown(reasonPanic, p)
 			return
 		}
-		if !c.ending.Load() { // the connection itself is closing the writer
-			reason := reasonWriteError
-			var overflow *OutboundQueueError
-			if errors.As(err, &overflow) {
-				reason = reasonOutboundOverflow
-			}
-			c.teardown(reason, fmt.Errorf("outbound: %w", err))
+		// When the connection itself closed the writer, it has ended
+		// already and this does nothing.
+		reason := reasonWriteError
+		var overflow *OutboundQueueError
+		if errors.As(err, &overflow) {
+			reason = reasonOutboundOverflow
 		}
+		c.teardown(reason, fmt.Errorf("outbound: %w", err))
 	})
 	conn := cfg.Conn
 	conn.send = func(frame []byte, onDone func(error)) error {
@@ -235,7 +232,8 @@ func (c *Conn) recovered(r any, op protocol.Operation) {
 	c.teardown(reasonPanic, fmt.Errorf("panic: %v", r))
 }
 
-// accept decodes one request and dispatches it; an error is fatal to the
+// accept checks one request and dispatches it, on its own goroutine or,
+// for an inline operation, on the reader; an error is fatal to the
 // connection.
 func (c *Conn) accept(f any) error {
 	req, ok := f.(*protocol.Request)
@@ -243,7 +241,7 @@ func (c *Conn) accept(f any) error {
 		return &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "hello after acceptance"}
 	}
 	c.mu.Lock()
-	if c.ended {
+	if c.endErr != nil {
 		c.mu.Unlock()
 		return errors.New("connection ended")
 	}
@@ -255,43 +253,32 @@ func (c *Conn) accept(f any) error {
 		c.mu.Unlock()
 		return &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "more than 64 requests in flight"}
 	}
-	inline := c.cfg.Inline != nil && c.cfg.Inline(req.Operation.Key)
-	if !inline {
-		// An inline request is answered before the next frame is read, so
-		// it never needs tracking.
-		c.inflight[req.RequestID] = struct{}{}
-	}
+	c.inflight[req.RequestID] = struct{}{}
 	c.ops.Add(1)
 	c.mu.Unlock()
-	if inline {
-		c.dispatchInline(req) // answered on this goroutine, written below
+	if c.cfg.Inline != nil && c.cfg.Inline(req.Operation.Key) {
+		c.serve(req) // answered before the next frame is read
 	} else {
-		go c.dispatch(req)
-	}
-	// Inline answers wait in the writer's queue until no further request is
-	// buffered or already sent; then they are written here, a pipelined
-	// burst in one write. This runs after every request, so an inline
-	// answer is never left queued while the reader blocks.
-	t := c.cfg.Transport
-	if !t.HasBufferedFrame() && !(t.TryFill() && t.HasBufferedFrame()) {
-		c.flushBufs = c.out.Flush(c.flushBufs)
+		go c.serve(req)
 	}
 	return nil
 }
 
-// dispatch admits, runs and answers one request.
-func (c *Conn) dispatch(req *protocol.Request) { c.serve(req, false) }
+// ended reports whether the connection has ended.
+func (c *Conn) ended() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.endErr != nil
+}
 
-func (c *Conn) dispatchInline(req *protocol.Request) { c.serve(req, true) }
-
-// serve runs on the request's own goroutine (or on the reader, inline).
-// Its deferred block is the request's one cleanup: a panic in admission,
-// the handler, or the encoding of its outcome is logged and tears this
-// connection down, and the operation's lease is finished unless the
-// response already owns it.
-func (c *Conn) serve(req *protocol.Request, inline bool) {
+// serve admits, runs and answers one request, on the request's own
+// goroutine (or on the reader, for an inline operation). Its deferred
+// block is the request's one cleanup: a panic in admission, the handler,
+// or the encoding of its outcome is logged and tears this connection down,
+// and the operation's lease is finished unless the response already owns
+// it.
+func (c *Conn) serve(req *protocol.Request) {
 	defer c.ops.Done()
-	defer protocol.ReleaseRequest(req) // nothing keeps req past its answer
 	// owned is the lease while this goroutine must finish it on a panic.
 	var owned OperationLease
 	defer func() {
@@ -311,15 +298,15 @@ func (c *Conn) serve(req *protocol.Request, inline bool) {
 	}
 	lease, admitErr := c.cfg.BeginOperation(ctx, spec)
 	if admitErr != nil {
-		c.respond(req, Outcome{Err: admitErr}, nil, inline)
+		c.respond(req, Outcome{Err: admitErr}, nil)
 		return
 	}
 	owned = lease
-	if c.ending.Load() {
+	if c.ended() {
 		// The connection went away while admission was pending: never run.
 		owned = nil
 		lease.Finish()
-		c.forget(req.RequestID, inline)
+		c.forget(req.RequestID)
 		return
 	}
 	var h Handler
@@ -329,41 +316,31 @@ func (c *Conn) serve(req *protocol.Request, inline bool) {
 	if h == nil {
 		h = unavailable
 	}
-	call := callPool.Get().(*Call)
-	*call = Call{RequestID: req.RequestID, Operation: spec, Input: req.Input, Conn: c.conn, lease: lease}
-	out := h(ctx, call)
+	out := h(ctx, &Call{RequestID: req.RequestID, Operation: spec, Input: req.Input, Conn: c.conn, lease: lease})
 	lease.Seal()
-	err := c.respond(req, out, call, inline)
+	err := c.respond(req, out, lease)
 	owned = nil // the response settles the lease now
 	if out.AfterQueued != nil {
 		out.AfterQueued(err)
 	}
 }
 
-func (c *Conn) forget(requestID string, inline bool) {
-	if inline {
-		return // never tracked
-	}
+func (c *Conn) forget(requestID string) {
 	c.mu.Lock()
 	delete(c.inflight, requestID)
 	c.mu.Unlock()
 }
 
-// respond encodes, validates and queues the response. The lease of call
-// (nil for a refused admission) is finished once the response is written or
-// lost. It returns what the outcome's AfterQueued is to be told: nil once
-// the client will see this outcome, else why not.
-func (c *Conn) respond(req *protocol.Request, out Outcome, call *Call, inline bool) error {
-	buf := getFrame()
-	rejected := c.encode(buf, req, out)
-	c.forget(req.RequestID, inline)
-	var done Settler
-	if call != nil {
-		done = call
-	}
-	err := c.out.enqueueResponse(buf, done, inline)
-	if err != nil && call != nil {
-		call.Settle(err)
+// respond encodes, validates and queues the response. The lease (nil for a
+// refused admission) is finished once the response is written or lost. It
+// returns what the outcome's AfterQueued is to be told: nil once the client
+// will see this outcome, else why not.
+func (c *Conn) respond(req *protocol.Request, out Outcome, lease OperationLease) error {
+	frame, rejected := c.encode(req, out)
+	c.forget(req.RequestID)
+	err := c.out.enqueue(outFrame{data: frame, lease: lease, pooled: true})
+	if err != nil && lease != nil {
+		lease.Finish()
 	}
 	if err == nil && rejected {
 		err = errResultRejected // the client never saw this outcome
@@ -373,13 +350,10 @@ func (c *Conn) respond(req *protocol.Request, out Outcome, call *Call, inline bo
 
 var errResultRejected = errors.New("operation result rejected by its output codec")
 
-// encode writes the response frame of an outcome into buf. A result that
-// fails the operation's output codec (checked when checkResults is on), or
-// an error code the operation does not declare, becomes internal_failure
-// (rejected reports that).
-func (c *Conn) encode(buf *[]byte, req *protocol.Request, out Outcome) (rejected bool) {
-	var frame []byte
-	defer func() { *buf = frame }()
+// encode returns the response frame of an outcome. A result that fails the
+// operation's output codec (checked when checkResults is on), or an error code the operation does not
+// declare, becomes internal_failure (rejected reports that).
+func (c *Conn) encode(req *protocol.Request, out Outcome) (frame []byte, rejected bool) {
 	spec := req.Operation
 	if out.Err == nil {
 		var err error
@@ -387,7 +361,7 @@ func (c *Conn) encode(buf *[]byte, req *protocol.Request, out Outcome) (rejected
 			// A result with its own encoder and validator is written
 			// straight into the frame, skipping encode-parse-decode.
 			if err = v.Validate(); err == nil {
-				frame = protocol.AppendSuccessHeader((*buf)[:0], req.RequestID, spec.Key)
+				frame = protocol.AppendSuccessHeader(newFrame(), req.RequestID, spec.Key)
 				frame, err = protocol.FinishFrame(v.AppendJSON(frame), 0)
 			}
 		} else {
@@ -397,12 +371,12 @@ func (c *Conn) encode(buf *[]byte, req *protocol.Request, out Outcome) (rejected
 					err = validateOutput(spec, res)
 				}
 				if err == nil {
-					frame, err = protocol.AppendSuccess((*buf)[:0], req.RequestID, spec.Key, res)
+					frame, err = protocol.AppendSuccess(newFrame(), req.RequestID, spec.Key, res)
 				}
 			}
 		}
 		if err == nil {
-			return false
+			return frame, false
 		}
 		c.log.Error("operation result rejected", "operation", spec.Key, "err", err)
 		out.Err = protocol.NewOpError(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
@@ -411,8 +385,8 @@ func (c *Conn) encode(buf *[]byte, req *protocol.Request, out Outcome) (rejected
 		c.log.Error("operation error rejected", "operation", spec.Key, "code", out.Err.Code)
 		out.Err = protocol.NewOpError(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
 	}
-	frame, _ = protocol.AppendFailure((*buf)[:0], req.RequestID, spec.Key, out.Err)
-	return rejected
+	frame, _ = protocol.AppendFailure(newFrame(), req.RequestID, spec.Key, out.Err)
+	return frame, rejected
 }
 
 type selfValidating interface {
@@ -482,28 +456,31 @@ func (c *Conn) detachContinuity() {
 // teardown ends the connection after a fatal error, exactly once; the
 // first reason wins.
 func (c *Conn) teardown(reason string, err error) {
-	c.teardownOnce.Do(func() {
-		close(c.fatal)
-		c.log.Debug("connection torn down", "reason", reason, "err", err)
-		c.end(&endError{reason: reason, err: err})
-	})
+	c.end(&endError{reason: reason, err: err}, true)
 }
 
 // finish ends the connection after a clean drain.
 func (c *Conn) finish() {
-	c.teardownOnce.Do(func() { c.end(&endError{reason: reasonClientEOF}) })
+	c.end(&endError{reason: reasonClientEOF}, false)
 }
 
-// end is the connection's teardown, run once whatever ends it. The host
+// end is the connection's teardown, run once whatever ends it: the first
+// call records why and does the rest, later calls do nothing. The host
 // forgets the connection (its subscriptions, its place in the count)
 // before the socket closes, so a client that sees the close sees a host
 // that no longer counts it.
-func (c *Conn) end(e *endError) {
-	c.ending.Store(true)
+func (c *Conn) end(e *endError, fatal bool) {
 	c.mu.Lock()
-	c.ended = true
+	if c.endErr != nil {
+		c.mu.Unlock()
+		return
+	}
 	c.endErr = e
 	c.mu.Unlock()
+	if fatal {
+		close(c.fatal)
+		c.log.Debug("connection torn down", "reason", e.reason, "err", e.err)
+	}
 	c.cancel(e)
 	c.out.Fail(ErrWriterClosed)
 	c.detachContinuity()

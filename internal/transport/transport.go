@@ -9,7 +9,6 @@
 package transport
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -18,7 +17,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -66,19 +64,7 @@ const (
 // time; Write is safe for concurrent use and writes each call atomically.
 type Conn struct {
 	nc  net.Conn
-	raw syscall.RawConn // for TryFill; nil when nc has no file descriptor
-	// tryRead is TryFill's non-blocking read, built once so that TryFill
-	// allocates nothing; tryN is its result.
-	tryRead func(fd uintptr) bool
-	tryN    int
-	tryErr  error
-	// TryWrite's state, guarded by wmu: the frames being written, the
-	// iovecs built for them, and the result of the writev.
-	tryWrite func(fd uintptr) bool
-	twFrames [][]byte
-	iov      []unix.Iovec
-	twN      int
-	twErr    syscall.Errno
+	raw syscall.RawConn // for PeerClosed; nil when nc has no file descriptor
 
 	// read side, owned by the single reader
 	reading     atomic.Bool
@@ -100,11 +86,6 @@ func New(nc net.Conn) *Conn {
 	c := &Conn{nc: nc, closed: make(chan struct{})}
 	if sc, ok := nc.(syscall.Conn); ok {
 		c.raw, _ = sc.SyscallConn()
-		c.tryRead = func(fd uintptr) bool {
-			c.tryN, c.tryErr = unix.Read(int(fd), c.buf)
-			return true // never wait for readiness
-		}
-		c.tryWrite = c.writev
 	}
 	return c
 }
@@ -209,91 +190,9 @@ func (c *Conn) classifyReadError(err error) error {
 	}
 }
 
-// TryFill reads, without blocking, whatever the peer has already sent. It
-// reports whether bytes arrived; errors and end of stream are left for the
-// next ReadFrame to report. Call it only from the reading goroutine, and
-// only when no complete frame is buffered.
-func (c *Conn) TryFill() bool {
-	if c.raw == nil || c.readErr != nil || c.r < c.w {
-		return false
-	}
-	if c.buf == nil {
-		c.buf = make([]byte, initialReadBuffer)
-	} else if c.w == len(c.buf) && len(c.buf) < ReadBufferSize {
-		c.buf = make([]byte, ReadBufferSize)
-	}
-	err := c.raw.Read(c.tryRead)
-	n, rerr := c.tryN, c.tryErr
-	if err == nil && n < 0 && rerr != nil && rerr != unix.EAGAIN && rerr != unix.EINTR {
-		// A reset is reported once; keep it for the next read, which
-		// would otherwise see a clean end of stream.
-		c.classifyReadError(rerr)
-	}
-	if err != nil || n <= 0 {
-		c.r, c.w = 0, 0
-		return false
-	}
-	c.r, c.w = 0, n
-	return true
-}
-
-// HasBufferedFrame reports whether a complete frame is already buffered, so
-// the next ReadFrame returns without reading the socket. Call it only from
-// the reading goroutine.
-func (c *Conn) HasBufferedFrame() bool {
-	return c.r < c.w && bytes.IndexByte(c.buf[c.r:c.w], '\n') >= 0
-}
-
 // Write writes already-encoded frames (each ending in LF) in one vectored
 // write. Concurrent calls do not interleave.
 func (c *Conn) Write(frames ...[]byte) error { return c.WriteBefore(time.Time{}, frames...) }
-
-// TryWrite writes, without waiting, as much of frames as the socket accepts
-// now, and returns how many bytes that was. It never blocks; without a file
-// descriptor it writes nothing. It allocates nothing.
-func (c *Conn) TryWrite(frames ...[]byte) (int, error) {
-	if c.raw == nil {
-		return 0, nil
-	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.twFrames = frames
-	err := c.raw.Write(c.tryWrite)
-	c.twFrames = nil
-	clear(c.iov)
-	n, errno := c.twN, c.twErr
-	switch {
-	case err != nil:
-		return 0, &Error{Code: CodeClosed, Err: err}
-	case errno == unix.EAGAIN || errno == 0:
-		return n, nil
-	default:
-		return n, &Error{Code: CodeClosed, Err: errno}
-	}
-}
-
-// writev is TryWrite's single non-blocking writev(2) on fd.
-func (c *Conn) writev(fd uintptr) bool {
-	c.iov = c.iov[:0]
-	for _, b := range c.twFrames {
-		if len(b) == 0 {
-			continue
-		}
-		v := unix.Iovec{Base: &b[0]}
-		v.SetLen(len(b))
-		c.iov = append(c.iov, v)
-	}
-	c.twN, c.twErr = 0, 0
-	if len(c.iov) == 0 {
-		return true
-	}
-	r, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&c.iov[0])), uintptr(len(c.iov)))
-	if e == 0 {
-		c.twN = int(r)
-	}
-	c.twErr = e
-	return true // never wait for writability
-}
 
 // WriteBefore is Write bounded by deadline (none when zero). A write that
 // times out may have written part of a frame; the caller must then close
@@ -305,14 +204,8 @@ func (c *Conn) WriteBefore(deadline time.Time, frames ...[]byte) error {
 		_ = c.nc.SetWriteDeadline(deadline)
 		defer c.nc.SetWriteDeadline(time.Time{})
 	}
-	var err error
-	if len(frames) == 1 {
-		_, err = c.nc.Write(frames[0])
-	} else {
-		bufs := net.Buffers(frames)
-		_, err = bufs.WriteTo(c.nc)
-	}
-	if err != nil {
+	bufs := net.Buffers(frames)
+	if _, err := bufs.WriteTo(c.nc); err != nil {
 		if errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
 			return &Error{Code: CodeClosed, Err: err}
 		}
