@@ -9,6 +9,7 @@
 package transport
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -112,6 +113,12 @@ func (c *Conn) ReadFrame(timeout time.Duration) (protocol.Value, error) {
 // ReadClientFrame reads and decodes the next client→host frame (a
 // *protocol.Hello or *protocol.Request), with the same errors as ReadFrame.
 func (c *Conn) ReadClientFrame(timeout time.Duration) (any, error) {
+	return c.ReadClientFrameTo(timeout, nil)
+}
+
+// ReadClientFrameTo is ReadClientFrame decoding a request into req (when
+// not nil) instead of a new Request; it then returns req for a request.
+func (c *Conn) ReadClientFrameTo(timeout time.Duration, req *protocol.Request) (any, error) {
 	if !c.reading.CompareAndSwap(false, true) {
 		return nil, &Error{Code: CodeConcurrentRead}
 	}
@@ -120,7 +127,14 @@ func (c *Conn) ReadClientFrame(timeout time.Duration) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return protocol.DecodeClientFrameText(frame)
+	return protocol.DecodeClientFrameTextTo(frame, req)
+}
+
+// FrameBuffered reports whether a complete frame has been read from the
+// socket but not yet returned: the next ReadFrame or ReadClientFrame then
+// returns without reading the socket. Only the reader may call it.
+func (c *Conn) FrameBuffered() bool {
+	return c.readErr == nil && bytes.IndexByte(c.buf[c.r:c.w], '\n') >= 0
 }
 
 func (c *Conn) next(timeout time.Duration) ([]byte, error) {
