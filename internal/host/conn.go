@@ -19,8 +19,12 @@ const MaxInFlight = 64
 
 // Transport is the framed socket a Conn reads from and writes to.
 type Transport interface {
-	// ReadClientFrame returns the next *protocol.Hello or *protocol.Request.
-	ReadClientFrame(timeout time.Duration) (any, error)
+	// ReadClientFrameTo returns the next *protocol.Hello or a request,
+	// decoded into req (which it then returns).
+	ReadClientFrameTo(timeout time.Duration, req *protocol.Request) (any, error)
+	// FrameBuffered reports whether the next ReadClientFrame returns a
+	// frame already read, without reading the socket.
+	FrameBuffered() bool
 	Write(frames ...[]byte) error
 	CloseWrite() error
 	Close() error
@@ -44,20 +48,23 @@ type ConnConfig struct {
 	// ResolveContinuity returns the subscription owner, or nil.
 	ResolveContinuity func() ConnectionObserver
 	// BeginOperation admits one operation or refuses it with an error
-	// (host_draining, host_not_ready).
+	// (host_draining, host_not_ready). The kernel sets admit instead.
 	BeginOperation func(ctx context.Context, op *protocol.OperationSpec) (OperationLease, *protocol.OpError)
+	// admit is the kernel's admission: it makes l the operation's lease
+	// and returns its handler, both decided in one critical section, or
+	// refuses it. When set, BeginOperation and ResolveHandlers are unused.
+	admit func(ctx context.Context, op *protocol.OperationSpec, l *opLease) (Handler, *protocol.OpError)
 	// OnTeardown runs exactly once when the connection ends, cleanly or not.
 	OnTeardown func(err error)
-	// Inline reports operations whose admission and handler never block;
-	// they run on the reader goroutine instead of their own.
+	// Inline returns the inline handler of an operation, or nil: an
+	// operation whose admission and handler never block, served on the
+	// reader goroutine instead of its own, its answer queued before the
+	// next frame is read.
 	//
 	// This is the connection's one fast path, kept because the committed
-	// round-trip benchmarks show it pays (internal/bench, 2 vCPU Intel
-	// Xeon, shared and busy; host.status inline against every request on
-	// its own goroutine, 3 interleaved runs, medians): pipelined 4×32
-	// 644,000 against 371,000 req/s (+74 %); sequential 158,000 against
-	// 146,000 (+8 %). See docs/benchmarks.md.
-	Inline func(op protocol.Operation) bool
+	// round-trip benchmarks show it pays (internal/bench; see
+	// docs/benchmarks.md, "Host round trips").
+	Inline func(op protocol.Operation) InlineHandler
 	Logger *slog.Logger
 }
 
@@ -70,10 +77,12 @@ type Conn struct {
 	conn *ConnInfo
 	log  *slog.Logger
 
+	rd protocol.Request // the reader's: each request is decoded into it
+
 	mu       sync.Mutex
-	inflight map[string]struct{} // request ids dispatched and not yet answered
+	inflight map[string]struct{} // request ids dispatched and not yet answered (inline ones are answered before the next is read)
 	endErr   *endError           // why the connection ended; set once, by end
-	ops      sync.WaitGroup      // one per dispatched request
+	ops      sync.WaitGroup      // one per request dispatched to its own goroutine
 
 	// ctx is the connection's context, cancelled with the reason the
 	// connection ended (an *endError) by end.
@@ -189,8 +198,9 @@ func (c *Conn) Run() (err error) {
 		}
 		c.mu.Unlock()
 	}()
+	held := false // an inline answer is queued and the writer not woken
 	for {
-		f, err := c.cfg.Transport.ReadClientFrame(0)
+		f, err := c.cfg.Transport.ReadClientFrameTo(0, &c.rd)
 		if err != nil {
 			switch {
 			case transport.IsCode(err, transport.CodeReadEOF):
@@ -202,9 +212,17 @@ func (c *Conn) Run() (err error) {
 			}
 			return nil
 		}
-		if err := c.accept(f); err != nil {
+		inline, err := c.accept(f)
+		held = held || inline
+		if err != nil {
 			c.teardown(reasonProtocolError, err)
 			return nil
+		}
+		if held && !c.cfg.Transport.FrameBuffered() {
+			// The answers of a burst's inline requests leave in one write,
+			// once every request already read is served.
+			held = false
+			c.out.Flush()
 		}
 	}
 }
@@ -232,36 +250,106 @@ func (c *Conn) recovered(r any, op protocol.Operation) {
 	c.teardown(reasonPanic, fmt.Errorf("panic: %v", r))
 }
 
+// operation is one accepted request: the call its handler is given and,
+// when the kernel admits it, the kernel's lease, in one allocation. It is
+// made for one request and never reused.
+type operation struct {
+	call  Call
+	lease opLease
+}
+
 // accept checks one request and dispatches it, on its own goroutine or,
 // for an inline operation, on the reader; an error is fatal to the
-// connection.
-func (c *Conn) accept(f any) error {
+// connection. It reports whether the request was served inline.
+func (c *Conn) accept(f any) (inline bool, err error) {
 	req, ok := f.(*protocol.Request)
 	if !ok {
-		return &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "hello after acceptance"}
+		return false, &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "hello after acceptance"}
 	}
+	var ih InlineHandler
+	if c.cfg.Inline != nil {
+		ih = c.cfg.Inline(req.Operation.Key)
+	}
+	inline = ih != nil
 	c.mu.Lock()
 	if c.endErr != nil {
 		c.mu.Unlock()
-		return errors.New("connection ended")
+		return false, errors.New("connection ended")
 	}
 	if _, dup := c.inflight[req.RequestID]; dup {
 		c.mu.Unlock()
-		return &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "duplicate in-flight requestId"}
+		return false, &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "duplicate in-flight requestId"}
 	}
 	if len(c.inflight) >= MaxInFlight {
 		c.mu.Unlock()
-		return &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "more than 64 requests in flight"}
+		return false, &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "more than 64 requests in flight"}
 	}
-	c.inflight[req.RequestID] = struct{}{}
-	c.ops.Add(1)
+	if !inline {
+		// An inline request is answered before the next frame is read, so
+		// no other request can meet it in the registry.
+		c.inflight[req.RequestID] = struct{}{}
+		c.ops.Add(1)
+	}
 	c.mu.Unlock()
-	if c.cfg.Inline != nil && c.cfg.Inline(req.Operation.Key) {
-		c.serve(req) // answered before the next frame is read
-	} else {
-		go c.serve(req)
+	if inline {
+		c.serveInline(req, ih) // answered before the next frame is read
+		*req = protocol.Request{}
+		return true, nil
 	}
-	return nil
+	op := &operation{call: Call{RequestID: req.RequestID, Operation: req.Operation, Input: req.Input, Conn: c.conn}}
+	*req = protocol.Request{} // the reader's Request keeps nothing alive
+	go c.serve(op)
+	return false, nil
+}
+
+// serveInline admits and answers an inline operation on the reader. It
+// has no Call: the handler appends its result straight into the response
+// frame. Its deferred block is the request's one cleanup, as in serve.
+func (c *Conn) serveInline(req *protocol.Request, h InlineHandler) {
+	spec := req.Operation
+	var owned OperationLease
+	defer func() {
+		if r := recover(); r != nil {
+			if owned != nil {
+				owned.Finish()
+			}
+			c.recovered(r, spec.Key)
+		}
+	}()
+	var (
+		lease    OperationLease
+		admitErr *protocol.OpError
+	)
+	if c.cfg.admit != nil {
+		l := new(opLease)
+		if _, admitErr = c.cfg.admit(c.ctx, spec, l); admitErr == nil {
+			lease = l
+		}
+	} else {
+		lease, admitErr = c.cfg.BeginOperation(c.ctx, spec)
+	}
+	fb := newFrame()
+	var frame []byte
+	if admitErr == nil {
+		owned = lease
+		var err error
+		frame, err = h(c.ctx, protocol.AppendSuccessHeader(fb.b, req.RequestID, spec.Key))
+		if err == nil {
+			frame, err = protocol.FinishFrame(frame, 0)
+		}
+		lease.Seal()
+		if err != nil {
+			c.log.Error("operation result rejected", "operation", spec.Key, "err", err)
+			admitErr = protocol.NewOpError(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
+		}
+	}
+	if admitErr != nil {
+		frame, _ = protocol.AppendFailure(fb.b[:0], req.RequestID, spec.Key, admitErr)
+	}
+	owned = nil // the frame settles the lease now
+	if err := c.out.enqueueHeld(outFrame{data: frame, lease: lease, buf: fb}); err != nil && lease != nil {
+		lease.Finish() // the reader wakes the writer (Run)
+	}
 }
 
 // ended reports whether the connection has ended.
@@ -271,14 +359,16 @@ func (c *Conn) ended() bool {
 	return c.endErr != nil
 }
 
-// serve admits, runs and answers one request, on the request's own
-// goroutine (or on the reader, for an inline operation). Its deferred
+// serve admits, runs and answers one request on the request's own
+// goroutine. Its deferred
 // block is the request's one cleanup: a panic in admission, the handler,
 // or the encoding of its outcome is logged and tears this connection down,
 // and the operation's lease is finished unless the response already owns
 // it.
-func (c *Conn) serve(req *protocol.Request) {
+func (c *Conn) serve(op *operation) {
 	defer c.ops.Done()
+	call := &op.call
+	spec := call.Operation
 	// owned is the lease while this goroutine must finish it on a panic.
 	var owned OperationLease
 	defer func() {
@@ -286,19 +376,31 @@ func (c *Conn) serve(req *protocol.Request) {
 			if owned != nil {
 				owned.Finish() // before the teardown: a client that sees the close sees it released
 			}
-			c.recovered(r, req.Operation.Key)
+			c.recovered(r, spec.Key)
 		}
 	}()
-	spec := req.Operation
 	ctx := c.cfg.Context
 	if spec.Mode == protocol.ModeQuery {
 		// A query's only product is its answer: its work ends with the
 		// connection.
 		ctx = c.ctx
 	}
-	lease, admitErr := c.cfg.BeginOperation(ctx, spec)
+	var (
+		lease    OperationLease
+		h        Handler
+		admitErr *protocol.OpError
+	)
+	if c.cfg.admit != nil {
+		if h, admitErr = c.cfg.admit(ctx, spec, &op.lease); admitErr == nil {
+			lease = &op.lease
+		}
+	} else if lease, admitErr = c.cfg.BeginOperation(ctx, spec); admitErr == nil {
+		if hs := c.cfg.ResolveHandlers(); hs != nil {
+			h = hs[spec.Key]
+		}
+	}
 	if admitErr != nil {
-		c.respond(req, Outcome{Err: admitErr}, nil)
+		c.respond(call, Outcome{Err: admitErr}, nil)
 		return
 	}
 	owned = lease
@@ -306,19 +408,16 @@ func (c *Conn) serve(req *protocol.Request) {
 		// The connection went away while admission was pending: never run.
 		owned = nil
 		lease.Finish()
-		c.forget(req.RequestID)
+		c.forget(call.RequestID)
 		return
-	}
-	var h Handler
-	if hs := c.cfg.ResolveHandlers(); hs != nil {
-		h = hs[spec.Key]
 	}
 	if h == nil {
 		h = unavailable
 	}
-	out := h(ctx, &Call{RequestID: req.RequestID, Operation: spec, Input: req.Input, Conn: c.conn, lease: lease})
+	call.lease = lease
+	out := h(ctx, call)
 	lease.Seal()
-	err := c.respond(req, out, lease)
+	err := c.respond(call, out, lease)
 	owned = nil // the response settles the lease now
 	if out.AfterQueued != nil {
 		out.AfterQueued(err)
@@ -335,10 +434,11 @@ func (c *Conn) forget(requestID string) {
 // refused admission) is finished once the response is written or lost. It
 // returns what the outcome's AfterQueued is to be told: nil once the client
 // will see this outcome, else why not.
-func (c *Conn) respond(req *protocol.Request, out Outcome, lease OperationLease) error {
-	frame, rejected := c.encode(req, out)
-	c.forget(req.RequestID)
-	err := c.out.enqueue(outFrame{data: frame, lease: lease, pooled: true})
+func (c *Conn) respond(call *Call, out Outcome, lease OperationLease) error {
+	fb := newFrame()
+	frame, rejected := c.encode(fb.b, call, out)
+	c.forget(call.RequestID)
+	err := c.out.enqueue(outFrame{data: frame, lease: lease, buf: fb})
 	if err != nil && lease != nil {
 		lease.Finish()
 	}
@@ -353,15 +453,17 @@ var errResultRejected = errors.New("operation result rejected by its output code
 // encode returns the response frame of an outcome. A result that fails the
 // operation's output codec (checked when checkResults is on), or an error code the operation does not
 // declare, becomes internal_failure (rejected reports that).
-func (c *Conn) encode(req *protocol.Request, out Outcome) (frame []byte, rejected bool) {
-	spec := req.Operation
+//
+// The frame is appended to dst, which must be empty.
+func (c *Conn) encode(dst []byte, call *Call, out Outcome) (frame []byte, rejected bool) {
+	spec := call.Operation
 	if out.Err == nil {
 		var err error
 		if v, ok := out.Result.(selfValidating); ok {
 			// A result with its own encoder and validator is written
 			// straight into the frame, skipping encode-parse-decode.
 			if err = v.Validate(); err == nil {
-				frame = protocol.AppendSuccessHeader(newFrame(), req.RequestID, spec.Key)
+				frame = protocol.AppendSuccessHeader(dst, call.RequestID, spec.Key)
 				frame, err = protocol.FinishFrame(v.AppendJSON(frame), 0)
 			}
 		} else {
@@ -371,7 +473,7 @@ func (c *Conn) encode(req *protocol.Request, out Outcome) (frame []byte, rejecte
 					err = validateOutput(spec, res)
 				}
 				if err == nil {
-					frame, err = protocol.AppendSuccess(newFrame(), req.RequestID, spec.Key, res)
+					frame, err = protocol.AppendSuccess(dst, call.RequestID, spec.Key, res)
 				}
 			}
 		}
@@ -385,7 +487,7 @@ func (c *Conn) encode(req *protocol.Request, out Outcome) (frame []byte, rejecte
 		c.log.Error("operation error rejected", "operation", spec.Key, "code", out.Err.Code)
 		out.Err = protocol.NewOpError(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
 	}
-	frame, _ = protocol.AppendFailure(newFrame(), req.RequestID, spec.Key, out.Err)
+	frame, _ = protocol.AppendFailure(dst[:0], call.RequestID, spec.Key, out.Err)
 	return frame, rejected
 }
 

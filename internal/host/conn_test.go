@@ -355,12 +355,12 @@ type panickingReader struct {
 	release chan struct{}
 }
 
-func (p *panickingReader) ReadClientFrame(timeout time.Duration) (any, error) {
+func (p *panickingReader) ReadClientFrameTo(timeout time.Duration, req *protocol.Request) (any, error) {
 	if p.reads.Add(1) == 2 {
 		<-p.release
 		panic("reader panicked")
 	}
-	return p.Conn.ReadClientFrame(timeout)
+	return p.Conn.ReadClientFrameTo(timeout, req)
 }
 
 // A panic on one of a Conn's goroutines, the reader or the goroutine of a

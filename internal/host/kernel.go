@@ -89,14 +89,16 @@ type Options struct {
 type Kernel struct {
 	opts      Options
 	epochJSON []byte // the host epoch as a JSON string
-	log       *slog.Logger
-	owner     *storageroot.Owner
-	epoch     string
-	createdAt string
-	endpoint  *control.Endpoint
-	listener  *net.UnixListener
-	baseCtx   context.Context
-	cancel    context.CancelFunc
+	// statusInline is appendStatus as an InlineHandler, made once.
+	statusInline InlineHandler
+	log          *slog.Logger
+	owner        *storageroot.Owner
+	epoch        string
+	createdAt    string
+	endpoint     *control.Endpoint
+	listener     *net.UnixListener
+	baseCtx      context.Context
+	cancel       context.CancelFunc
 
 	// inShutdown is set once a drain is requested (under mu); it never
 	// goes back.
@@ -177,6 +179,7 @@ func Start(ctx context.Context, opts Options) (*Kernel, error) {
 		closed:      make(chan struct{}),
 	}
 	k.epochJSON = newEpochJSON(k.epoch)
+	k.statusInline = k.appendStatus
 	k.log = log.With("hostEpoch", k.epoch)
 	k.baseCtx, k.cancel = context.WithCancel(context.Background())
 	k.handlers = Handlers{protocol.OpHostStatus: k.statusHandler}
@@ -606,11 +609,10 @@ func (k *Kernel) handshake(t *transport.Conn, peer Peer) (*Conn, string) {
 		// Commands and controls outlive their client; queries get the
 		// connection's own context, derived from this one.
 		Context:           WithPeer(k.baseCtx, peer),
-		ResolveHandlers:   k.resolveHandlers,
 		ResolveContinuity: k.resolveContinuity,
-		BeginOperation:    k.beginOperation,
+		admit:             k.admit,
 		OnTeardown:        func(error) { k.releaseConnection(conn) },
-		Inline:            func(op protocol.Operation) bool { return op == protocol.OpHostStatus },
+		Inline:            k.inlineHandler,
 		Logger:            k.log.With("peer", peer),
 	})
 	k.activeConn[conn] = struct{}{}
@@ -644,12 +646,6 @@ func (k *Kernel) releaseConnection(c *Conn) {
 		k.evaluateIdleLocked()
 	}
 	k.mu.Unlock()
-}
-
-func (k *Kernel) resolveHandlers() Handlers {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.handlers
 }
 
 func (k *Kernel) resolveContinuity() ConnectionObserver {
@@ -699,39 +695,47 @@ func (k *Kernel) ownerLostLocked() bool {
 	return false
 }
 
-// beginOperation admits one operation: refused while draining (or once
-// root ownership is lost) and, unless it is a bootstrap operation, before
-// the host is ready. The decision and the count are one critical section,
-// so a drain either refuses the operation or waits for it.
-func (k *Kernel) beginOperation(_ context.Context, spec *protocol.OperationSpec) (OperationLease, *protocol.OpError) {
-	k.mu.Lock()
-	if k.inShutdown.Load() {
-		k.mu.Unlock()
-		return nil, errDraining
-	}
-	if k.ownerLostLocked() {
-		k.mu.Unlock()
+// admit admits one operation into l, its lease: refused while draining
+// (or once root ownership is lost) and, unless it is a bootstrap
+// operation, before the host is ready. The decision, the count and the
+// handler the operation runs with are one change of the in-flight state
+// (one critical section), so a drain either refuses the operation or
+// waits for it, and an operation admitted as ready runs a handler of the
+// ready host.
+func (k *Kernel) admit(_ context.Context, spec *protocol.OperationSpec, l *opLease) (Handler, *protocol.OpError) {
+	var (
+		h       Handler
+		refused *protocol.OpError
+		lost    bool
+	)
+	k.updateInFlight(func(s *inFlight) {
+		switch {
+		case k.inShutdown.Load():
+			refused = errDraining
+		case k.ownerLostLocked():
+			refused, lost = errDraining, true
+		case spec.Availability != protocol.AvailabilityBootstrap && k.state != protocol.StateReady:
+			refused = errNotReady
+		default:
+			*l = opLease{k: k, command: spec.Mode == protocol.ModeCommand}
+			s.ops++
+			if l.command {
+				s.commands++
+			}
+			h = k.handlers[spec.Key]
+		}
+	})
+	if lost {
 		k.commitNow()
-		return nil, errDraining
 	}
-	if spec.Availability != protocol.AvailabilityBootstrap && k.state != protocol.StateReady {
-		k.mu.Unlock()
-		return nil, errNotReady
-	}
-	l := &opLease{k: k, command: spec.Mode == protocol.ModeCommand}
-	k.inFlight.ops++
-	if l.command {
-		k.inFlight.commands++
-	}
-	k.cancelIdleLocked()
-	k.mu.Unlock()
-	return l, nil
+	return h, refused
 }
 
 // opLease is the kernel's admission of one operation. A lease is made for
-// one operation and never reused, and its state is guarded by the kernel's
-// mu: a Seal or Finish after the lease is finished finds it finished and
-// does nothing, so it can never act on another operation.
+// one operation and never reused (it lives in the Conn's record of the
+// request), and its state is guarded by the kernel's mu: a Seal or Finish
+// after the lease is finished finds it finished and does nothing, so it
+// can never act on another operation.
 type opLease struct {
 	k        *Kernel
 	command  bool
@@ -763,14 +767,35 @@ func (l *opLease) sealLocked(s *inFlight) {
 // Finish marks the response as written or lost (sealing the lease if it
 // was not sealed yet).
 func (l *opLease) Finish() {
+	l.k.updateInFlight(l.finishLocked)
+}
+
+func (l *opLease) finishLocked(s *inFlight) {
+	if l.finished {
+		return
+	}
+	l.sealLocked(s)
+	l.finished = true
+	s.ops--
+}
+
+// finishBatch finishes the leases of one written batch of responses in one
+// call of updateInFlight; a lease of another kernel or kind is finished on
+// its own.
+func (l *opLease) finishBatch(ls []OperationLease) {
+	var others []OperationLease
 	l.k.updateInFlight(func(s *inFlight) {
-		if l.finished {
-			return
+		for _, x := range ls {
+			if o, ok := x.(*opLease); ok && o.k == l.k {
+				o.finishLocked(s)
+			} else {
+				others = append(others, x)
+			}
 		}
-		l.sealLocked(s)
-		l.finished = true
-		s.ops--
 	})
+	for _, x := range others {
+		x.Finish()
+	}
 }
 
 // updateInFlight applies change to the in-flight state under mu, then does
@@ -788,6 +813,25 @@ func (k *Kernel) updateInFlight(change func(*inFlight)) {
 	if commit {
 		k.commitNow()
 	}
+}
+
+// inlineHandler returns the handler of the one operation served on a
+// connection's reader, host.status, and nil for every other.
+func (k *Kernel) inlineHandler(op protocol.Operation) InlineHandler {
+	if op == protocol.OpHostStatus {
+		return k.statusInline
+	}
+	return nil
+}
+
+// appendStatus is host.status served on a connection's reader: the result
+// is validated and encoded straight into the response frame.
+func (k *Kernel) appendStatus(_ context.Context, dst []byte) ([]byte, error) {
+	r := statusResult{HostStatus: k.Status(), epochJSON: k.epochJSON}
+	if err := r.Validate(); err != nil {
+		return dst, err
+	}
+	return r.AppendJSON(dst), nil
 }
 
 // statusHandler serves host.status from the kernel's own counters.

@@ -32,10 +32,11 @@ type outFrame struct {
 	data  []byte
 	done  Settler        // told the outcome, or nil
 	lease OperationLease // a response's lease, finished once written or lost, or nil
-	// pooled marks a response frame built in a newFrame buffer: from the
-	// moment it is queued the buffer is the writer's alone, and the writer
-	// returns it once it is written or rejected.
-	pooled bool
+	// buf is the pooled buffer a response frame was built in (data is its
+	// contents), or nil: from the moment the frame is queued the buffer is
+	// the writer's alone, and the writer returns it once it is written or
+	// rejected.
+	buf *frameBuf
 }
 
 // framePool holds response frame buffers. It is the host's one pool, kept
@@ -51,17 +52,27 @@ type outFrame struct {
 // writer puts them back (releaseFrame), after the frame's write has
 // returned or it was rejected, and after its settle ran. A frame the queue
 // refused is dropped, not returned.
-var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+//
+// The pool holds *frameBuf, and a queued frame carries its *frameBuf, so
+// that returning a buffer allocates nothing.
+var framePool = sync.Pool{New: func() any { return &frameBuf{b: make([]byte, 0, 512)} }}
 
-// newFrame returns an empty buffer for a response frame.
-func newFrame() []byte { return (*framePool.Get().(*[]byte))[:0] }
+// frameBuf is one pooled response frame buffer.
+type frameBuf struct{ b []byte }
+
+// newFrame returns an empty pooled buffer for a response frame.
+func newFrame() *frameBuf {
+	fb := framePool.Get().(*frameBuf)
+	fb.b = fb.b[:0]
+	return fb
+}
 
 // releaseFrame returns f's buffer to framePool if f is a pooled frame of
 // ordinary size.
 func releaseFrame(f outFrame) {
-	if f.pooled && cap(f.data) <= 4096 {
-		b := f.data[:0]
-		framePool.Put(&b)
+	if f.buf != nil && cap(f.data) <= 4096 {
+		f.buf.b = f.data[:0]
+		framePool.Put(f.buf)
 	}
 }
 
@@ -97,6 +108,43 @@ func settle(f outFrame, err error, first **panicError) {
 	}
 	if f.done != nil {
 		f.done.Settle(err)
+	}
+}
+
+// batchFinisher is a lease that can finish a batch of leases at once: the
+// kernel's leases finish a written batch in one critical section.
+type batchFinisher interface {
+	OperationLease
+	// finishBatch finishes every lease of ls, itself included.
+	finishBatch(ls []OperationLease)
+}
+
+// finishLeases finishes the leases of a batch of frames, all at once when
+// the first can finish them together. Like settle, it recovers a panic
+// into first.
+func finishLeases(batch []outFrame, scratch *[]OperationLease, first **panicError) {
+	ls := (*scratch)[:0]
+	for _, f := range batch {
+		if f.lease != nil {
+			ls = append(ls, f.lease)
+		}
+	}
+	if len(ls) == 0 {
+		return
+	}
+	defer func() {
+		clear(ls)
+		*scratch = ls[:0]
+		if r := recover(); r != nil && *first == nil {
+			*first = &panicError{value: r, stack: debug.Stack()}
+		}
+	}()
+	if b, ok := ls[0].(batchFinisher); ok {
+		b.finishBatch(ls)
+		return
+	}
+	for _, l := range ls {
+		l.Finish()
 	}
 }
 
@@ -153,7 +201,19 @@ func (ow *OutboundWriter) Enqueue(frame []byte, done Settler) error {
 	return ow.enqueue(outFrame{data: frame, done: done})
 }
 
+// enqueue queues f and wakes the loop.
 func (ow *OutboundWriter) enqueue(f outFrame) error {
+	if err := ow.enqueueHeld(f); err != nil {
+		return err
+	}
+	ow.signal()
+	return nil
+}
+
+// enqueueHeld queues f without waking the loop: the reader queues the
+// answers of a burst this way and wakes the loop once (Flush), when it has
+// no complete request left to read.
+func (ow *OutboundWriter) enqueueHeld(f outFrame) error {
 	frame := f.data
 	ow.mu.Lock()
 	if ow.closing || ow.err != nil {
@@ -175,9 +235,11 @@ func (ow *OutboundWriter) enqueue(f outFrame) error {
 	ow.frames++
 	ow.bytes += len(frame)
 	ow.mu.Unlock()
-	ow.signal()
 	return nil
 }
+
+// Flush wakes the loop to write what enqueueHeld queued.
+func (ow *OutboundWriter) Flush() { ow.signal() }
 
 // signal wakes the loop; a wake already pending is enough.
 func (ow *OutboundWriter) signal() {
@@ -268,8 +330,9 @@ func (ow *OutboundWriter) Pending() int {
 func (ow *OutboundWriter) loop() {
 	defer close(ow.done)
 	var (
-		spare []outFrame // the batch before last, reused as the next queue
-		bufs  [][]byte
+		spare  []outFrame // the batch before last, reused as the next queue
+		bufs   [][]byte
+		leases []OperationLease
 	)
 	for {
 		ow.mu.Lock()
@@ -308,7 +371,9 @@ func (ow *OutboundWriter) loop() {
 		failed := ow.err
 		ow.mu.Unlock()
 		var p *panicError
+		finishLeases(batch, &leases, &p)
 		for _, f := range batch {
+			f.lease = nil // finished above
 			settle(f, failed, &p)
 			releaseFrame(f)
 		}
