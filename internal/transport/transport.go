@@ -75,7 +75,9 @@ type Conn struct {
 	hasDeadline bool
 	readErr     error
 
-	wmu sync.Mutex
+	wmu   sync.Mutex
+	wvec  [][]byte    // under wmu: the frames of the current write, kept for its capacity
+	wbufs net.Buffers // under wmu: what is left of them to write
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -218,8 +220,13 @@ func (c *Conn) WriteBefore(deadline time.Time, frames ...[]byte) error {
 		_ = c.nc.SetWriteDeadline(deadline)
 		defer c.nc.SetWriteDeadline(time.Time{})
 	}
-	bufs := net.Buffers(frames)
-	if _, err := bufs.WriteTo(c.nc); err != nil {
+	// The vector lives in the Conn, so that a write allocates nothing.
+	c.wvec = append(c.wvec[:0], frames...)
+	c.wbufs = c.wvec
+	_, err := c.wbufs.WriteTo(c.nc)
+	clear(c.wvec)
+	c.wbufs = nil
+	if err != nil {
 		if errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
 			return &Error{Code: CodeClosed, Err: err}
 		}
