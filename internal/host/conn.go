@@ -54,18 +54,16 @@ type ConnConfig struct {
 	// and returns its handler, both decided in one critical section, or
 	// refuses it. When set, BeginOperation and ResolveHandlers are unused.
 	admit func(ctx context.Context, op *protocol.OperationSpec, l *opLease) (Handler, *protocol.OpError)
-	// OnTeardown runs exactly once when the connection ends, cleanly or not.
-	OnTeardown func(err error)
-	// Inline returns the inline handler of an operation, or nil: an
-	// operation whose admission and handler never block, served on the
-	// reader goroutine instead of its own, its answer queued before the
-	// next frame is read.
+	// inline, set by the kernel, returns the kernel's handler of an
+	// operation served on the reader goroutine instead of its own, or nil.
 	//
 	// This is the connection's one fast path, kept because the committed
 	// round-trip benchmarks show it pays (internal/bench; see
 	// docs/benchmarks.md, "Host round trips").
-	Inline func(op protocol.Operation) InlineHandler
-	Logger *slog.Logger
+	inline func(op protocol.Operation) inlineHandler
+	// OnTeardown runs exactly once when the connection ends, cleanly or not.
+	OnTeardown func(err error)
+	Logger     *slog.Logger
 }
 
 // Conn serves one accepted connection: one reader goroutine (Run) reads
@@ -250,6 +248,12 @@ func (c *Conn) recovered(r any, op protocol.Operation) {
 	c.teardown(reasonPanic, fmt.Errorf("panic: %v", r))
 }
 
+// inlineHandler admits an operation into l and appends its result, already
+// validated, to dst (a response frame up to its result), on the
+// connection's reader: it never blocks. It returns why the operation was
+// refused or failed; l is left zero unless it was admitted.
+type inlineHandler func(ctx context.Context, spec *protocol.OperationSpec, l *opLease, dst []byte) ([]byte, *protocol.OpError)
+
 // operation is one accepted request: the call its handler is given and,
 // when the kernel admits it, the kernel's lease, in one allocation. It is
 // made for one request and never reused.
@@ -266,9 +270,9 @@ func (c *Conn) accept(f any) (inline bool, err error) {
 	if !ok {
 		return false, &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "hello after acceptance"}
 	}
-	var ih InlineHandler
-	if c.cfg.Inline != nil {
-		ih = c.cfg.Inline(req.Operation.Key)
+	var ih inlineHandler
+	if c.cfg.inline != nil {
+		ih = c.cfg.inline(req.Operation.Key)
 	}
 	inline = ih != nil
 	c.mu.Lock()
@@ -305,50 +309,38 @@ func (c *Conn) accept(f any) (inline bool, err error) {
 // serveInline admits and answers an inline operation on the reader. It
 // has no Call: the handler appends its result straight into the response
 // frame. Its deferred block is the request's one cleanup, as in serve.
-func (c *Conn) serveInline(req *protocol.Request, h InlineHandler) {
+func (c *Conn) serveInline(req *protocol.Request, h inlineHandler) {
 	spec := req.Operation
-	var owned OperationLease
+	l := new(opLease)
 	defer func() {
 		if r := recover(); r != nil {
-			if owned != nil {
-				owned.Finish()
+			if l != nil && l.k != nil {
+				l.Finish()
 			}
 			c.recovered(r, spec.Key)
 		}
 	}()
-	var (
-		lease    OperationLease
-		admitErr *protocol.OpError
-	)
-	if c.cfg.admit != nil {
-		l := new(opLease)
-		if _, admitErr = c.cfg.admit(c.ctx, spec, l); admitErr == nil {
-			lease = l
-		}
-	} else {
-		lease, admitErr = c.cfg.BeginOperation(c.ctx, spec)
-	}
 	fb := newFrame()
-	var frame []byte
-	if admitErr == nil {
-		owned = lease
+	frame, opErr := h(c.ctx, spec, l, protocol.AppendSuccessHeader(fb.b, req.RequestID, spec.Key))
+	var lease OperationLease
+	if l.k != nil {
+		lease = l
+		l.Seal()
+	}
+	if opErr == nil {
 		var err error
-		frame, err = h(c.ctx, protocol.AppendSuccessHeader(fb.b, req.RequestID, spec.Key))
-		if err == nil {
-			frame, err = protocol.FinishFrame(frame, 0)
-		}
-		lease.Seal()
-		if err != nil {
+		if frame, err = protocol.FinishFrame(frame, 0); err != nil {
 			c.log.Error("operation result rejected", "operation", spec.Key, "err", err)
-			admitErr = protocol.NewOpError(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
+			opErr = protocol.NewOpError(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
 		}
 	}
-	if admitErr != nil {
-		frame, _ = protocol.AppendFailure(fb.b[:0], req.RequestID, spec.Key, admitErr)
+	if opErr != nil {
+		frame, _ = protocol.AppendFailure(fb.b[:0], req.RequestID, spec.Key, opErr)
 	}
-	owned = nil // the frame settles the lease now
+	l = nil // the frame settles the lease now
+	// Queued without waking the writer: the reader wakes it (Run).
 	if err := c.out.enqueueHeld(outFrame{data: frame, lease: lease, buf: fb}); err != nil && lease != nil {
-		lease.Finish() // the reader wakes the writer (Run)
+		lease.Finish()
 	}
 }
 

@@ -19,13 +19,6 @@ import (
 // A handler that panics ends its connection, and only its connection.
 type Handler func(ctx context.Context, call *Call) Outcome
 
-// InlineHandler serves an operation on its connection's reader: it must
-// never block. It appends the JSON encoding of its result, already
-// validated, to dst (a response frame up to its result) and returns it, or
-// returns an error for a result it cannot give (the client is then
-// answered internal_failure).
-type InlineHandler func(ctx context.Context, dst []byte) ([]byte, error)
-
 // Handlers maps operation keys to handlers.
 type Handlers map[protocol.Operation]Handler
 

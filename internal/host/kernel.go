@@ -89,8 +89,8 @@ type Options struct {
 type Kernel struct {
 	opts      Options
 	epochJSON []byte // the host epoch as a JSON string
-	// statusInline is appendStatus as an InlineHandler, made once.
-	statusInline InlineHandler
+	// statusInline is serveStatus as an inlineHandler, made once.
+	statusInline inlineHandler
 	log          *slog.Logger
 	owner        *storageroot.Owner
 	epoch        string
@@ -179,7 +179,7 @@ func Start(ctx context.Context, opts Options) (*Kernel, error) {
 		closed:      make(chan struct{}),
 	}
 	k.epochJSON = newEpochJSON(k.epoch)
-	k.statusInline = k.appendStatus
+	k.statusInline = k.serveStatus
 	k.log = log.With("hostEpoch", k.epoch)
 	k.baseCtx, k.cancel = context.WithCancel(context.Background())
 	k.handlers = Handlers{protocol.OpHostStatus: k.statusHandler}
@@ -332,6 +332,10 @@ func (k *Kernel) Close(ctx context.Context) error {
 func (k *Kernel) Status() protocol.HostStatus {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	return k.statusLocked()
+}
+
+func (k *Kernel) statusLocked() protocol.HostStatus {
 	return protocol.HostStatus{
 		HostEpoch:         k.epoch,
 		State:             k.state,
@@ -612,7 +616,7 @@ func (k *Kernel) handshake(t *transport.Conn, peer Peer) (*Conn, string) {
 		ResolveContinuity: k.resolveContinuity,
 		admit:             k.admit,
 		OnTeardown:        func(error) { k.releaseConnection(conn) },
-		Inline:            k.inlineHandler,
+		inline:            k.inlineHandler,
 		Logger:            k.log.With("peer", peer),
 	})
 	k.activeConn[conn] = struct{}{}
@@ -709,19 +713,7 @@ func (k *Kernel) admit(_ context.Context, spec *protocol.OperationSpec, l *opLea
 		lost    bool
 	)
 	k.updateInFlight(func(s *inFlight) {
-		switch {
-		case k.inShutdown.Load():
-			refused = errDraining
-		case k.ownerLostLocked():
-			refused, lost = errDraining, true
-		case spec.Availability != protocol.AvailabilityBootstrap && k.state != protocol.StateReady:
-			refused = errNotReady
-		default:
-			*l = opLease{k: k, command: spec.Mode == protocol.ModeCommand}
-			s.ops++
-			if l.command {
-				s.commands++
-			}
+		if refused, lost = k.admitLocked(spec, l, s); refused == nil {
 			h = k.handlers[spec.Key]
 		}
 	})
@@ -729,6 +721,26 @@ func (k *Kernel) admit(_ context.Context, spec *protocol.OperationSpec, l *opLea
 		k.commitNow()
 	}
 	return h, refused
+}
+
+// admitLocked is admission inside updateInFlight's change; lost reports
+// that root ownership was found lost (the caller then commits the
+// shutdown, outside the lock).
+func (k *Kernel) admitLocked(spec *protocol.OperationSpec, l *opLease, s *inFlight) (refused *protocol.OpError, lost bool) {
+	switch {
+	case k.inShutdown.Load():
+		return errDraining, false
+	case k.ownerLostLocked():
+		return errDraining, true
+	case spec.Availability != protocol.AvailabilityBootstrap && k.state != protocol.StateReady:
+		return errNotReady, false
+	}
+	*l = opLease{k: k, command: spec.Mode == protocol.ModeCommand}
+	s.ops++
+	if l.command {
+		s.commands++
+	}
+	return nil, false
 }
 
 // opLease is the kernel's admission of one operation. A lease is made for
@@ -815,21 +827,41 @@ func (k *Kernel) updateInFlight(change func(*inFlight)) {
 	}
 }
 
-// inlineHandler returns the handler of the one operation served on a
-// connection's reader, host.status, and nil for every other.
-func (k *Kernel) inlineHandler(op protocol.Operation) InlineHandler {
+// inlineHandler returns the kernel's handler of the one operation served
+// on a connection's reader, host.status, and nil for every other.
+func (k *Kernel) inlineHandler(op protocol.Operation) inlineHandler {
 	if op == protocol.OpHostStatus {
 		return k.statusInline
 	}
 	return nil
 }
 
-// appendStatus is host.status served on a connection's reader: the result
-// is validated and encoded straight into the response frame.
-func (k *Kernel) appendStatus(_ context.Context, dst []byte) ([]byte, error) {
-	r := statusResult{HostStatus: k.Status(), epochJSON: k.epochJSON}
+// serveStatus is host.status served on a connection's reader: admission
+// and the snapshot of the counters are one change of the in-flight state
+// (the answer counts its own operation, as every host.status answer
+// does), and the result is validated and encoded straight into the
+// response frame.
+func (k *Kernel) serveStatus(_ context.Context, spec *protocol.OperationSpec, l *opLease, dst []byte) ([]byte, *protocol.OpError) {
+	var (
+		st      protocol.HostStatus
+		refused *protocol.OpError
+		lost    bool
+	)
+	k.updateInFlight(func(s *inFlight) {
+		if refused, lost = k.admitLocked(spec, l, s); refused == nil {
+			st = k.statusLocked()
+		}
+	})
+	if lost {
+		k.commitNow()
+	}
+	if refused != nil {
+		return dst, refused
+	}
+	r := statusResult{HostStatus: st, epochJSON: k.epochJSON}
 	if err := r.Validate(); err != nil {
-		return dst, err
+		k.log.Error("operation result rejected", "operation", spec.Key, "err", err)
+		return dst, protocol.NewOpError(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
 	}
 	return r.AppendJSON(dst), nil
 }
