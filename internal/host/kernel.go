@@ -791,25 +791,6 @@ func (l *opLease) finishLocked(s *inFlight) {
 	s.ops--
 }
 
-// finishBatch finishes the leases of one written batch of responses in one
-// call of updateInFlight; a lease of another kernel or kind is finished on
-// its own.
-func (l *opLease) finishBatch(ls []OperationLease) {
-	var others []OperationLease
-	l.k.updateInFlight(func(s *inFlight) {
-		for _, x := range ls {
-			if o, ok := x.(*opLease); ok && o.k == l.k {
-				o.finishLocked(s)
-			} else {
-				others = append(others, x)
-			}
-		}
-	})
-	for _, x := range others {
-		x.Finish()
-	}
-}
-
 // updateInFlight applies change to the in-flight state under mu, then does
 // what the new state calls for: it wakes whoever waits for a change (the
 // close sequence), re-evaluates idle exit, and commits a requested

@@ -111,43 +111,6 @@ func settle(f outFrame, err error, first **panicError) {
 	}
 }
 
-// batchFinisher is a lease that can finish a batch of leases at once: the
-// kernel's leases finish a written batch in one critical section.
-type batchFinisher interface {
-	OperationLease
-	// finishBatch finishes every lease of ls, itself included.
-	finishBatch(ls []OperationLease)
-}
-
-// finishLeases finishes the leases of a batch of frames, all at once when
-// the first can finish them together. Like settle, it recovers a panic
-// into first.
-func finishLeases(batch []outFrame, scratch *[]OperationLease, first **panicError) {
-	ls := (*scratch)[:0]
-	for _, f := range batch {
-		if f.lease != nil {
-			ls = append(ls, f.lease)
-		}
-	}
-	if len(ls) == 0 {
-		return
-	}
-	defer func() {
-		clear(ls)
-		*scratch = ls[:0]
-		if r := recover(); r != nil && *first == nil {
-			*first = &panicError{value: r, stack: debug.Stack()}
-		}
-	}()
-	if b, ok := ls[0].(batchFinisher); ok {
-		b.finishBatch(ls)
-		return
-	}
-	for _, l := range ls {
-		l.Finish()
-	}
-}
-
 // SettleFunc adapts a function to Settler; a nil SettleFunc does nothing.
 type SettleFunc func(err error)
 
@@ -330,9 +293,8 @@ func (ow *OutboundWriter) Pending() int {
 func (ow *OutboundWriter) loop() {
 	defer close(ow.done)
 	var (
-		spare  []outFrame // the batch before last, reused as the next queue
-		bufs   [][]byte
-		leases []OperationLease
+		spare []outFrame // the batch before last, reused as the next queue
+		bufs  [][]byte
 	)
 	for {
 		ow.mu.Lock()
@@ -371,9 +333,7 @@ func (ow *OutboundWriter) loop() {
 		failed := ow.err
 		ow.mu.Unlock()
 		var p *panicError
-		finishLeases(batch, &leases, &p)
 		for _, f := range batch {
-			f.lease = nil // finished above
 			settle(f, failed, &p)
 			releaseFrame(f)
 		}
