@@ -561,8 +561,9 @@ func (c *Conn) finish() {
 // end is the connection's teardown, run once whatever ends it: the first
 // call records why and does the rest, later calls do nothing. The host
 // forgets the connection (its subscriptions, its place in the count)
-// before the socket closes, so a client that sees the close sees a host
-// that no longer counts it.
+// before the connection's context is cancelled and the socket closes, so
+// a query or a client that sees either sees a host that no longer counts
+// it.
 func (c *Conn) end(e *endError, fatal bool) {
 	c.mu.Lock()
 	if c.endErr != nil {
@@ -575,7 +576,6 @@ func (c *Conn) end(e *endError, fatal bool) {
 		close(c.fatal)
 		c.log.Debug("connection torn down", "reason", e.reason, "err", e.err)
 	}
-	c.cancel(e)
 	c.out.Fail(ErrWriterClosed)
 	c.detachContinuity()
 	if c.cfg.OnTeardown != nil {
@@ -585,5 +585,8 @@ func (c *Conn) end(e *endError, fatal bool) {
 		}
 		c.cfg.OnTeardown(err)
 	}
+	// Cancelled only now, so that a query that sees its context end sees a
+	// host that no longer counts the connection.
+	c.cancel(e)
 	_ = c.cfg.Transport.Close()
 }
