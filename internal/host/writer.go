@@ -41,14 +41,14 @@ type outFrame struct {
 
 // framePool holds response frame buffers. It is the host's one pool, kept
 // because the committed round-trip benchmark shows it pays (internal/bench,
-// 2 vCPU Intel Xeon, shared and busy; against a fresh 512-byte buffer per
-// response, 3 interleaved runs, medians): pipelined 4×32 893,000 against
-// 556,000 req/s, 0.178× against 0.128× of the echo server in the same run
-// (+39 %); sequential unchanged (132,000 against 129,000). See
-// docs/benchmarks.md.
+// 2 vCPU Intel Xeon, shared; against a fresh 512-byte buffer per response,
+// 3 alternating runs, ratio to the echo server of the same run): pipelined
+// 4×32 0.279–0.304× against 0.164–0.189× (+60 %); sequential unchanged.
+// See docs/benchmarks.md, "Host round trips".
 //
-// Its contract holds by construction: only Conn.respond takes buffers
-// (newFrame), and it never touches a frame after queueing it; only the
+// Its contract holds by construction: only Conn.respond and
+// Conn.serveInline take buffers (newFrame), and neither touches a frame
+// after queueing it; only the
 // writer puts them back (releaseFrame), after the frame's write has
 // returned or it was rejected, and after its settle ran. A frame the queue
 // refused is dropped, not returned.
