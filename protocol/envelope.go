@@ -1,19 +1,16 @@
 package protocol
 
-import "sync"
-
 // decodeRequestFast decodes the common request frame — one object with the
 // keys requestId, operation and input — without building a Value for the
 // envelope. ok is false when the frame is anything else (a hello, an extra
 // or missing key, a syntax error); the caller then takes the general path,
 // which produces the precise error.
-func decodeRequestFast(text []byte) (req *Request, ok bool, err error) {
-	p := parserPool.Get().(*parser)
-	defer p.release()
+func decodeRequestFast(text []byte, req *Request) (ok bool, err error) {
+	p := new(parser)
 	p.data, p.pos = text, 0
 	p.skipSpace()
 	if !p.consume('{') {
-		return nil, false, nil
+		return false, nil
 	}
 	var id string
 	var input Value
@@ -24,67 +21,58 @@ func decodeRequestFast(text []byte) (req *Request, ok bool, err error) {
 		key, plain := p.rawString()
 		p.skipSpace()
 		if !plain || !p.consume(':') {
-			return nil, false, nil
+			return false, nil
 		}
 		p.skipSpace()
 		switch string(key) {
 		case "requestId":
 			raw, plain := p.rawString()
 			if !plain {
-				return nil, false, nil
+				return false, nil
 			}
 			id, seen = string(raw), seen|1
 		case "operation":
 			raw, plain := p.rawString()
 			if !plain {
-				return nil, false, nil
+				return false, nil
 			}
 			spec, seen = lookupBytes(raw), seen|2
 		case "input":
 			v, verr := p.value(1)
 			if verr != nil {
-				return nil, false, nil
+				return false, nil
 			}
 			input, seen = v, seen|4
 		default:
-			return nil, false, nil
+			return false, nil
 		}
 		p.skipSpace()
 		if p.consume(',') {
 			continue
 		}
 		if !p.consume('}') {
-			return nil, false, nil
+			return false, nil
 		}
 		break
 	}
 	p.skipSpace()
 	if p.pos != len(p.data) || seen != 7 {
-		return nil, false, nil
+		return false, nil
 	}
 	if n := UTF16Len(id); n < 1 || n > 128 {
-		return nil, true, &ProtocolError{Code: CodeInvalidFrame, Message: "request.requestId: invalid id"}
+		return true, &ProtocolError{Code: CodeInvalidFrame, Message: "request.requestId: invalid id"}
 	}
 	if spec == nil {
-		return nil, true, &ProtocolError{Code: CodeInvalidFrame, Message: "unknown operation"}
+		return true, &ProtocolError{Code: CodeInvalidFrame, Message: "unknown operation"}
 	}
 	var in any
 	if spec.emptyInput && input.kind == KindObject && len(input.obj) == 0 {
 		in = spec.zeroInput // an exact {} input needs no codec run
 	} else if in, err = spec.DecodeInput(input); err != nil {
-		return nil, true, err
+		return true, err
 	}
-	r := requestPool.Get().(*Request)
-	r.RequestID, r.Operation, r.Input = id, spec, in
-	return r, true, nil
-}
-
-var requestPool = sync.Pool{New: func() any { return new(Request) }}
-
-// ReleaseRequest recycles a decoded request once nothing refers to it.
-func ReleaseRequest(r *Request) {
-	*r = Request{}
-	requestPool.Put(r)
+	*req = Request{RequestID: id, Operation: spec, Input: in}
+	return true, nil
 }
 
 // rawString consumes a string literal without escapes and returns its
@@ -124,11 +112,23 @@ func (p *parser) consume(c byte) bool {
 // (without LF), applying every framing rule of DecodeFrameText: a *Hello or a
 // *Request. Request frames take a fast path that builds no envelope value.
 func DecodeClientFrameText(frame []byte) (any, error) {
+	return DecodeClientFrameTextTo(frame, nil)
+}
+
+// DecodeClientFrameTextTo is DecodeClientFrameText decoding a request into
+// req, when req is not nil, instead of a new Request: it then returns req
+// for a request frame. A connection's reader decodes every request into
+// one Request of its own, so that reading a request allocates nothing
+// beyond its requestId.
+func DecodeClientFrameTextTo(frame []byte, req *Request) (any, error) {
 	text, err := frameJSONText(frame)
 	if err != nil {
 		return nil, err
 	}
-	if req, ok, err := decodeRequestFast(text); ok {
+	if req == nil {
+		req = new(Request)
+	}
+	if ok, err := decodeRequestFast(text, req); ok {
 		if err != nil {
 			return nil, err
 		}
@@ -138,5 +138,10 @@ func DecodeClientFrameText(frame []byte) (any, error) {
 	if err != nil {
 		return nil, &ProtocolError{Code: CodeInvalidJSON, Message: "frame is not valid JSON"}
 	}
-	return DecodeClientFrame(v)
+	f, err := DecodeClientFrame(v)
+	if r, ok := f.(*Request); ok && err == nil {
+		*req = *r
+		return req, nil
+	}
+	return f, err
 }

@@ -7,7 +7,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -225,8 +224,7 @@ const maxDepth = 512
 // Parse parses one JSON text (surrounding whitespace allowed). The input
 // must be valid UTF-8; invalid bytes are rejected.
 func Parse(data []byte) (Value, error) {
-	p := parserPool.Get().(*parser)
-	defer p.release()
+	p := new(parser)
 	p.data, p.pos = data, 0
 	p.skipSpace()
 	v, err := p.value(0)
@@ -247,17 +245,6 @@ type parser struct {
 	// into one exactly-sized slice when their object or array closes.
 	members  []Member
 	elements []Value
-}
-
-var parserPool = sync.Pool{New: func() any { return new(parser) }}
-
-// release returns the parser to the pool without keeping references to
-// parsed values alive.
-func (p *parser) release() {
-	clear(p.members[:cap(p.members)])
-	clear(p.elements[:cap(p.elements)])
-	p.members, p.elements, p.data = p.members[:0], p.elements[:0], nil
-	parserPool.Put(p)
 }
 
 func (p *parser) skipSpace() {
@@ -612,8 +599,6 @@ type JSONAppender interface {
 	AppendJSON(b []byte) []byte
 }
 
-var encPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
 // Marshal encodes v as compact JSON with JSON.stringify's escaping rules (no
 // HTML escaping, U+2028/U+2029 written raw), so that encoded sizes match the
 // original host's byte for byte. Struct types use encoding/json tags.
@@ -631,9 +616,7 @@ func AppendMarshal(b []byte, v any) ([]byte, error) {
 	case JSONAppender:
 		return x.AppendJSON(b), nil
 	}
-	buf := encPool.Get().(*bytes.Buffer)
-	buf.Reset()
-	defer encPool.Put(buf)
+	buf := new(bytes.Buffer)
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {

@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"fmt"
-	"sync"
 )
 
 // Operation is one of the operation keys of protocol v0 (plus extensions).
@@ -112,16 +111,13 @@ func runCodec(c Codec, v Value, path string) (out any, err error) {
 			out, err = nil, &ProtocolError{Code: CodeInvalidFrame, Message: fmt.Sprintf("%s: decoder panic: %v", path, r)}
 		}
 	}()
-	d := dPool.Get().(*D)
-	defer func() { d.err = nil; dPool.Put(d) }()
+	d := new(D)
 	out = c(d, v)
 	if d.err != nil {
 		return nil, d.err
 	}
 	return out, nil
 }
-
-var dPool = sync.Pool{New: func() any { return new(D) }}
 
 var (
 	base   = []ErrorCode{ErrHostNotReady, ErrHostDraining, ErrOperationUnavailable}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/maka-agent/maka/internal/transport"
@@ -20,16 +19,16 @@ const MaxInFlight = 64
 
 // Transport is the framed socket a Conn reads from and writes to.
 type Transport interface {
-	// ReadClientFrame returns the next *protocol.Hello or *protocol.Request.
-	ReadClientFrame(timeout time.Duration) (any, error)
+	// ReadClientFrameTo returns the next *protocol.Hello or a request,
+	// decoded into req (which it then returns).
+	ReadClientFrameTo(timeout time.Duration, req *protocol.Request) (any, error)
+	// FrameBuffered reports whether the next ReadClientFrame returns a
+	// frame already read, without reading the socket.
+	FrameBuffered() bool
 	Write(frames ...[]byte) error
 	CloseWrite() error
 	Close() error
 	Closed() <-chan struct{}
-	// HasBufferedFrame reports whether the next read will not block.
-	HasBufferedFrame() bool
-	// TryFill reads, without blocking, what the peer has already sent.
-	TryFill() bool
 }
 
 var _ Transport = (*transport.Conn)(nil)
@@ -49,41 +48,50 @@ type ConnConfig struct {
 	// ResolveContinuity returns the subscription owner, or nil.
 	ResolveContinuity func() ConnectionObserver
 	// BeginOperation admits one operation or refuses it with an error
-	// (host_draining, host_not_ready).
+	// (host_draining, host_not_ready). The kernel sets admit instead.
 	BeginOperation func(ctx context.Context, op *protocol.OperationSpec) (OperationLease, *protocol.OpError)
+	// admit is the kernel's admission: it makes l the operation's lease
+	// and returns its handler, both decided in one critical section, or
+	// refuses it. When set, BeginOperation and ResolveHandlers are unused.
+	admit func(ctx context.Context, op *protocol.OperationSpec, l *opLease) (Handler, *protocol.OpError)
+	// inline, set by the kernel, returns the kernel's handler of an
+	// operation served on the reader goroutine instead of its own, or nil.
+	//
+	// This is the connection's one fast path, kept because the committed
+	// round-trip benchmarks show it pays (internal/bench, 2 vCPU Intel
+	// Xeon, shared; against host.status on its own goroutine with a Call
+	// and the generic encode, 3 alternating runs, ratio to the echo server
+	// of the same run): pipelined 4×32 0.279–0.304× against 0.070–0.071×
+	// (4×); sequential 0.585–0.60× against 0.45–0.49× (+25 %). See
+	// docs/benchmarks.md, "Host round trips".
+	inline func(op protocol.Operation) inlineHandler
 	// OnTeardown runs exactly once when the connection ends, cleanly or not.
 	OnTeardown func(err error)
-	// Inline reports operations whose admission and handler never block;
-	// they run on the reader goroutine instead of their own.
-	Inline func(op protocol.Operation) bool
-	Logger *slog.Logger
+	Logger     *slog.Logger
 }
 
-// Conn serves one accepted connection: it reads requests, dispatches them
-// concurrently, and sends responses and push frames through one bounded
-// serial writer.
+// Conn serves one accepted connection: one reader goroutine (Run) reads
+// requests, each request runs on its own goroutine, and responses and push
+// frames go out through the connection's one writer loop.
 type Conn struct {
 	cfg  ConnConfig
 	out  *OutboundWriter
 	conn *ConnInfo
 	log  *slog.Logger
 
-	mu       sync.Mutex
-	inflight map[string]struct{}
+	rd protocol.Request // the reader's: each request is decoded into it
 
-	flushBufs [][]byte // reader-owned scratch for Flush
-	ended     bool     // torn down or finished: no more handlers start
-	ops       sync.WaitGroup
+	mu       sync.Mutex
+	inflight map[string]struct{} // request ids dispatched and not yet answered (inline ones are answered before the next is read)
+	endErr   *endError           // why the connection ended; set once, by end
+	ops      sync.WaitGroup      // one per request dispatched to its own goroutine
 
 	// ctx is the connection's context, cancelled with the reason the
 	// connection ended (an *endError) by end.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	teardownOnce sync.Once
-	ending       atomic.Bool
-	fatal        chan struct{} // closed by a fatal teardown
-	endErr       *endError     // why the connection ended; set once, by end, under mu
+	fatal chan struct{} // closed by a fatal teardown
 }
 
 // Reasons a connection ends, logged with "connection closed".
@@ -156,14 +164,14 @@ func NewConn(cfg ConnConfig) *Conn {
 			c.teardown(reasonPanic, p)
 			return
 		}
-		if !c.ending.Load() { // the connection itself is closing the writer
-			reason := reasonWriteError
-			var overflow *OutboundQueueError
-			if errors.As(err, &overflow) {
-				reason = reasonOutboundOverflow
-			}
-			c.teardown(reason, fmt.Errorf("outbound: %w", err))
+		// When the connection itself closed the writer, it has ended
+		// already and this does nothing.
+		reason := reasonWriteError
+		var overflow *OutboundQueueError
+		if errors.As(err, &overflow) {
+			reason = reasonOutboundOverflow
 		}
+		c.teardown(reason, fmt.Errorf("outbound: %w", err))
 	})
 	conn := cfg.Conn
 	conn.send = func(frame []byte, onDone func(error)) error {
@@ -192,8 +200,9 @@ func (c *Conn) Run() (err error) {
 		}
 		c.mu.Unlock()
 	}()
+	held := false // an inline answer is queued and the writer not woken
 	for {
-		f, err := c.cfg.Transport.ReadClientFrame(0)
+		f, err := c.cfg.Transport.ReadClientFrameTo(0, &c.rd)
 		if err != nil {
 			switch {
 			case transport.IsCode(err, transport.CodeReadEOF):
@@ -205,9 +214,17 @@ func (c *Conn) Run() (err error) {
 			}
 			return nil
 		}
-		if err := c.accept(f); err != nil {
+		inline, err := c.accept(f)
+		held = held || inline
+		if err != nil {
 			c.teardown(reasonProtocolError, err)
 			return nil
+		}
+		if held && !c.cfg.Transport.FrameBuffered() {
+			// The answers of a burst's inline requests leave in one write,
+			// once every request already read is served.
+			held = false
+			c.out.Flush()
 		}
 	}
 }
@@ -235,63 +252,119 @@ func (c *Conn) recovered(r any, op protocol.Operation) {
 	c.teardown(reasonPanic, fmt.Errorf("panic: %v", r))
 }
 
-// accept decodes one request and dispatches it; an error is fatal to the
-// connection.
-func (c *Conn) accept(f any) error {
+// inlineHandler admits an operation into l and appends its result, already
+// validated, to dst (a response frame up to its result), on the
+// connection's reader: it never blocks. It returns why the operation was
+// refused or failed; l is left zero unless it was admitted.
+type inlineHandler func(ctx context.Context, spec *protocol.OperationSpec, l *opLease, dst []byte) ([]byte, *protocol.OpError)
+
+// operation is one accepted request: the call its handler is given and,
+// when the kernel admits it, the kernel's lease, in one allocation. It is
+// made for one request and never reused.
+type operation struct {
+	call  Call
+	lease opLease
+}
+
+// accept checks one request and dispatches it, on its own goroutine or,
+// for an inline operation, on the reader; an error is fatal to the
+// connection. It reports whether the request was served inline.
+func (c *Conn) accept(f any) (inline bool, err error) {
 	req, ok := f.(*protocol.Request)
 	if !ok {
-		return &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "hello after acceptance"}
+		return false, &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "hello after acceptance"}
 	}
+	var ih inlineHandler
+	if c.cfg.inline != nil {
+		ih = c.cfg.inline(req.Operation.Key)
+	}
+	inline = ih != nil
 	c.mu.Lock()
-	if c.ended {
+	if c.endErr != nil {
 		c.mu.Unlock()
-		return errors.New("connection ended")
+		return false, errors.New("connection ended")
 	}
 	if _, dup := c.inflight[req.RequestID]; dup {
 		c.mu.Unlock()
-		return &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "duplicate in-flight requestId"}
+		return false, &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "duplicate in-flight requestId"}
 	}
 	if len(c.inflight) >= MaxInFlight {
 		c.mu.Unlock()
-		return &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "more than 64 requests in flight"}
+		return false, &protocol.ProtocolError{Code: protocol.CodeInvalidFrame, Message: "more than 64 requests in flight"}
 	}
-	inline := c.cfg.Inline != nil && c.cfg.Inline(req.Operation.Key)
 	if !inline {
 		// An inline request is answered before the next frame is read, so
-		// it never needs tracking.
+		// no other request can meet it in the registry.
 		c.inflight[req.RequestID] = struct{}{}
+		c.ops.Add(1)
 	}
-	c.ops.Add(1)
 	c.mu.Unlock()
 	if inline {
-		c.dispatchInline(req) // answered on this goroutine, written below
-	} else {
-		go c.dispatch(req)
+		c.serveInline(req, ih) // answered before the next frame is read
+		*req = protocol.Request{}
+		return true, nil
 	}
-	// Inline answers wait in the writer's queue until no further request is
-	// buffered or already sent; then they are written here, a pipelined
-	// burst in one write. This runs after every request, so an inline
-	// answer is never left queued while the reader blocks.
-	t := c.cfg.Transport
-	if !t.HasBufferedFrame() && !(t.TryFill() && t.HasBufferedFrame()) {
-		c.flushBufs = c.out.Flush(c.flushBufs)
-	}
-	return nil
+	op := &operation{call: Call{RequestID: req.RequestID, Operation: req.Operation, Input: req.Input, Conn: c.conn}}
+	*req = protocol.Request{} // the reader's Request keeps nothing alive
+	go c.serve(op)
+	return false, nil
 }
 
-// dispatch admits, runs and answers one request.
-func (c *Conn) dispatch(req *protocol.Request) { c.serve(req, false) }
+// serveInline admits and answers an inline operation on the reader. It
+// has no Call: the handler appends its result straight into the response
+// frame. Its deferred block is the request's one cleanup, as in serve.
+func (c *Conn) serveInline(req *protocol.Request, h inlineHandler) {
+	spec := req.Operation
+	l := new(opLease)
+	defer func() {
+		if r := recover(); r != nil {
+			if l != nil && l.k != nil {
+				l.Finish()
+			}
+			c.recovered(r, spec.Key)
+		}
+	}()
+	fb := newFrame()
+	frame, opErr := h(c.ctx, spec, l, protocol.AppendSuccessHeader(fb.b, req.RequestID, spec.Key))
+	var lease OperationLease
+	if l.k != nil {
+		lease = l
+		l.Seal()
+	}
+	if opErr == nil {
+		var err error
+		if frame, err = protocol.FinishFrame(frame, 0); err != nil {
+			c.log.Error("operation result rejected", "operation", spec.Key, "err", err)
+			opErr = protocol.NewOpError(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
+		}
+	}
+	if opErr != nil {
+		frame, _ = protocol.AppendFailure(fb.b[:0], req.RequestID, spec.Key, opErr)
+	}
+	l = nil // the frame settles the lease now
+	// Queued without waking the writer: the reader wakes it (Run).
+	if err := c.out.enqueueHeld(outFrame{data: frame, lease: lease, buf: fb}); err != nil && lease != nil {
+		lease.Finish()
+	}
+}
 
-func (c *Conn) dispatchInline(req *protocol.Request) { c.serve(req, true) }
+// ended reports whether the connection has ended.
+func (c *Conn) ended() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.endErr != nil
+}
 
-// serve runs on the request's own goroutine (or on the reader, inline).
-// Its deferred block is the request's one cleanup: a panic in admission,
-// the handler, or the encoding of its outcome is logged and tears this
-// connection down, and the operation's lease is finished unless the
-// response already owns it.
-func (c *Conn) serve(req *protocol.Request, inline bool) {
+// serve admits, runs and answers one request on the request's own
+// goroutine. Its deferred
+// block is the request's one cleanup: a panic in admission, the handler,
+// or the encoding of its outcome is logged and tears this connection down,
+// and the operation's lease is finished unless the response already owns
+// it.
+func (c *Conn) serve(op *operation) {
 	defer c.ops.Done()
-	defer protocol.ReleaseRequest(req) // nothing keeps req past its answer
+	call := &op.call
+	spec := call.Operation
 	// owned is the lease while this goroutine must finish it on a panic.
 	var owned OperationLease
 	defer func() {
@@ -299,71 +372,71 @@ func (c *Conn) serve(req *protocol.Request, inline bool) {
 			if owned != nil {
 				owned.Finish() // before the teardown: a client that sees the close sees it released
 			}
-			c.recovered(r, req.Operation.Key)
+			c.recovered(r, spec.Key)
 		}
 	}()
-	spec := req.Operation
 	ctx := c.cfg.Context
 	if spec.Mode == protocol.ModeQuery {
 		// A query's only product is its answer: its work ends with the
 		// connection.
 		ctx = c.ctx
 	}
-	lease, admitErr := c.cfg.BeginOperation(ctx, spec)
+	var (
+		lease    OperationLease
+		h        Handler
+		admitErr *protocol.OpError
+	)
+	if c.cfg.admit != nil {
+		if h, admitErr = c.cfg.admit(ctx, spec, &op.lease); admitErr == nil {
+			lease = &op.lease
+		}
+	} else if lease, admitErr = c.cfg.BeginOperation(ctx, spec); admitErr == nil {
+		if hs := c.cfg.ResolveHandlers(); hs != nil {
+			h = hs[spec.Key]
+		}
+	}
 	if admitErr != nil {
-		c.respond(req, Outcome{Err: admitErr}, nil, inline)
+		c.respond(call, Outcome{Err: admitErr}, nil)
 		return
 	}
 	owned = lease
-	if c.ending.Load() {
+	if c.ended() {
 		// The connection went away while admission was pending: never run.
 		owned = nil
 		lease.Finish()
-		c.forget(req.RequestID, inline)
+		c.forget(call.RequestID)
 		return
-	}
-	var h Handler
-	if hs := c.cfg.ResolveHandlers(); hs != nil {
-		h = hs[spec.Key]
 	}
 	if h == nil {
 		h = unavailable
 	}
-	call := callPool.Get().(*Call)
-	*call = Call{RequestID: req.RequestID, Operation: spec, Input: req.Input, Conn: c.conn, lease: lease}
+	call.lease = lease
 	out := h(ctx, call)
 	lease.Seal()
-	err := c.respond(req, out, call, inline)
+	err := c.respond(call, out, lease)
 	owned = nil // the response settles the lease now
 	if out.AfterQueued != nil {
 		out.AfterQueued(err)
 	}
 }
 
-func (c *Conn) forget(requestID string, inline bool) {
-	if inline {
-		return // never tracked
-	}
+func (c *Conn) forget(requestID string) {
 	c.mu.Lock()
 	delete(c.inflight, requestID)
 	c.mu.Unlock()
 }
 
-// respond encodes, validates and queues the response. The lease of call
-// (nil for a refused admission) is finished once the response is written or
-// lost. It returns what the outcome's AfterQueued is to be told: nil once
-// the client will see this outcome, else why not.
-func (c *Conn) respond(req *protocol.Request, out Outcome, call *Call, inline bool) error {
-	buf := getFrame()
-	rejected := c.encode(buf, req, out)
-	c.forget(req.RequestID, inline)
-	var done Settler
-	if call != nil {
-		done = call
-	}
-	err := c.out.enqueueResponse(buf, done, inline)
-	if err != nil && call != nil {
-		call.Settle(err)
+// respond encodes, validates and queues the response. The lease (nil for a
+// refused admission) is finished once the response is written or lost. It
+// returns what the outcome's AfterQueued is to be told: nil once the client
+// will see this outcome, else why not.
+func (c *Conn) respond(call *Call, out Outcome, lease OperationLease) error {
+	fb := newFrame()
+	frame, rejected := c.encode(fb.b, call, out)
+	c.forget(call.RequestID)
+	err := c.out.enqueue(outFrame{data: frame, lease: lease, buf: fb})
+	if err != nil && lease != nil {
+		lease.Finish()
 	}
 	if err == nil && rejected {
 		err = errResultRejected // the client never saw this outcome
@@ -373,21 +446,20 @@ func (c *Conn) respond(req *protocol.Request, out Outcome, call *Call, inline bo
 
 var errResultRejected = errors.New("operation result rejected by its output codec")
 
-// encode writes the response frame of an outcome into buf. A result that
-// fails the operation's output codec (checked when checkResults is on), or
-// an error code the operation does not declare, becomes internal_failure
-// (rejected reports that).
-func (c *Conn) encode(buf *[]byte, req *protocol.Request, out Outcome) (rejected bool) {
-	var frame []byte
-	defer func() { *buf = frame }()
-	spec := req.Operation
+// encode returns the response frame of an outcome. A result that fails the
+// operation's output codec (checked when checkResults is on), or an error code the operation does not
+// declare, becomes internal_failure (rejected reports that).
+//
+// The frame is appended to dst, which must be empty.
+func (c *Conn) encode(dst []byte, call *Call, out Outcome) (frame []byte, rejected bool) {
+	spec := call.Operation
 	if out.Err == nil {
 		var err error
 		if v, ok := out.Result.(selfValidating); ok {
 			// A result with its own encoder and validator is written
 			// straight into the frame, skipping encode-parse-decode.
 			if err = v.Validate(); err == nil {
-				frame = protocol.AppendSuccessHeader((*buf)[:0], req.RequestID, spec.Key)
+				frame = protocol.AppendSuccessHeader(dst, call.RequestID, spec.Key)
 				frame, err = protocol.FinishFrame(v.AppendJSON(frame), 0)
 			}
 		} else {
@@ -397,12 +469,12 @@ func (c *Conn) encode(buf *[]byte, req *protocol.Request, out Outcome) (rejected
 					err = validateOutput(spec, res)
 				}
 				if err == nil {
-					frame, err = protocol.AppendSuccess((*buf)[:0], req.RequestID, spec.Key, res)
+					frame, err = protocol.AppendSuccess(dst, call.RequestID, spec.Key, res)
 				}
 			}
 		}
 		if err == nil {
-			return false
+			return frame, false
 		}
 		c.log.Error("operation result rejected", "operation", spec.Key, "err", err)
 		out.Err = protocol.NewOpError(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
@@ -411,8 +483,8 @@ func (c *Conn) encode(buf *[]byte, req *protocol.Request, out Outcome) (rejected
 		c.log.Error("operation error rejected", "operation", spec.Key, "code", out.Err.Code)
 		out.Err = protocol.NewOpError(protocol.ErrInternalFailure, protocol.MessageOperationFailed)
 	}
-	frame, _ = protocol.AppendFailure((*buf)[:0], req.RequestID, spec.Key, out.Err)
-	return rejected
+	frame, _ = protocol.AppendFailure(dst[:0], call.RequestID, spec.Key, out.Err)
+	return frame, rejected
 }
 
 type selfValidating interface {
@@ -482,29 +554,32 @@ func (c *Conn) detachContinuity() {
 // teardown ends the connection after a fatal error, exactly once; the
 // first reason wins.
 func (c *Conn) teardown(reason string, err error) {
-	c.teardownOnce.Do(func() {
-		close(c.fatal)
-		c.log.Debug("connection torn down", "reason", reason, "err", err)
-		c.end(&endError{reason: reason, err: err})
-	})
+	c.end(&endError{reason: reason, err: err}, true)
 }
 
 // finish ends the connection after a clean drain.
 func (c *Conn) finish() {
-	c.teardownOnce.Do(func() { c.end(&endError{reason: reasonClientEOF}) })
+	c.end(&endError{reason: reasonClientEOF}, false)
 }
 
-// end is the connection's teardown, run once whatever ends it. The host
+// end is the connection's teardown, run once whatever ends it: the first
+// call records why and does the rest, later calls do nothing. The host
 // forgets the connection (its subscriptions, its place in the count)
-// before the socket closes, so a client that sees the close sees a host
-// that no longer counts it.
-func (c *Conn) end(e *endError) {
-	c.ending.Store(true)
+// before the connection's context is cancelled and the socket closes, so
+// a query or a client that sees either sees a host that no longer counts
+// it.
+func (c *Conn) end(e *endError, fatal bool) {
 	c.mu.Lock()
-	c.ended = true
+	if c.endErr != nil {
+		c.mu.Unlock()
+		return
+	}
 	c.endErr = e
 	c.mu.Unlock()
-	c.cancel(e)
+	if fatal {
+		close(c.fatal)
+		c.log.Debug("connection torn down", "reason", e.reason, "err", e.err)
+	}
 	c.out.Fail(ErrWriterClosed)
 	c.detachContinuity()
 	if c.cfg.OnTeardown != nil {
@@ -514,5 +589,8 @@ func (c *Conn) end(e *endError) {
 		}
 		c.cfg.OnTeardown(err)
 	}
+	// Cancelled only now, so that a query that sees its context end sees a
+	// host that no longer counts the connection.
+	c.cancel(e)
 	_ = c.cfg.Transport.Close()
 }

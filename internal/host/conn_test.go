@@ -347,41 +347,45 @@ func TestRefusedPeerIsClosedBeforeItsHello(t *testing.T) {
 	}
 }
 
-// panickingReader is a transport whose second read panics.
+// panickingReader is a transport whose second read panics once release
+// is closed.
 type panickingReader struct {
 	*transport.Conn
-	reads atomic.Int32
+	reads   atomic.Int32
+	release chan struct{}
 }
 
-func (p *panickingReader) ReadClientFrame(timeout time.Duration) (any, error) {
+func (p *panickingReader) ReadClientFrameTo(timeout time.Duration, req *protocol.Request) (any, error) {
 	if p.reads.Add(1) == 2 {
+		<-p.release
 		panic("reader panicked")
 	}
-	return p.Conn.ReadClientFrame(timeout)
+	return p.Conn.ReadClientFrameTo(timeout, req)
 }
 
-// A panic on a Conn's own goroutine, the reader (in its own code, or in
-// a handler it runs inline), tears the Conn down once: the client sees
-// the close, Run returns, and the Conn's goroutines are gone.
+// A panic on one of a Conn's goroutines, the reader or the goroutine of a
+// request (in its handler), tears the Conn down once: the client sees the
+// close, Run returns, and the Conn's goroutines are gone.
 func TestPanicOnTheReaderTearsTheConnDownOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		reader bool // the transport panics, not the handler
-	}{{name: "reader", reader: true}, {name: "inline handler"}} {
+	}{{name: "reader", reader: true}, {name: "handler"}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ignore := goleak.IgnoreCurrent()
 			pair := openTransportPair(t)
 			var teardowns atomic.Int32
 			handlers := testHandlers(func(_ context.Context, _ *host.Call, in protocol.TurnQueryInput) host.Outcome {
 				if !tc.reader {
-					panic("inline handler panicked")
+					panic("handler panicked")
 				}
 				return host.OK(runningSnapshot(in.SessionID, in.TurnID))
 			})
 			l := &lease{}
 			var tr host.Transport = pair.server
+			release := make(chan struct{})
 			if tc.reader {
-				tr = &panickingReader{Conn: pair.server}
+				tr = &panickingReader{Conn: pair.server, release: release}
 			}
 			conn := host.NewConn(host.ConnConfig{
 				Transport:       tr,
@@ -390,14 +394,24 @@ func TestPanicOnTheReaderTearsTheConnDownOnce(t *testing.T) {
 				BeginOperation: func(context.Context, *protocol.OperationSpec) (host.OperationLease, *protocol.OpError) {
 					return l, nil
 				},
-				Inline:     func(op protocol.Operation) bool { return op == protocol.OpTurnQuery },
 				OnTeardown: func(error) { teardowns.Add(1) },
 			})
 			run := make(chan error, 1)
 			go func() { run <- conn.Run() }()
 
 			writeRequest(t, pair.client, "first", protocol.OpTurnQuery, protocol.TurnQueryInput{SessionID: "session", TurnID: "turn"})
-			frames := readUntilClosed(t, pair.client)
+			var frames []protocol.Value
+			if tc.reader {
+				// The request read before the panic is answered; then
+				// the reader panics.
+				v, err := pair.client.ReadFrame(10 * time.Second)
+				if err != nil {
+					t.Fatalf("the first request was not answered: %v", err)
+				}
+				frames = append(frames, v)
+				close(release)
+			}
+			frames = append(frames, readUntilClosed(t, pair.client)...)
 			if tc.reader && len(frames) != 1 {
 				t.Fatalf("read %d frames, want the first request's answer", len(frames))
 			}

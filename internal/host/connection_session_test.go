@@ -667,9 +667,9 @@ func TestEvictingOneSlowSubscriptionKeepsSiblingSubscriptionsAndRequestsUsable(t
 
 var _ = client.Connected
 
-// An inline answer queued while a later request of the same read is
-// dispatched to its own goroutine must still be written before the reader
-// blocks, not when the slow request finishes.
+// An answer to a request of a pipelined burst is written as soon as it is
+// ready, not held until a slow request sent after it in the same write
+// finishes.
 func TestInlineAnswerIsNotHeldBehindASlowRequest(t *testing.T) {
 	release := newGate()
 	defer release.open()

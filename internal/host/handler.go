@@ -5,14 +5,12 @@ package host
 
 import (
 	"context"
-	"sync"
 
 	"github.com/maka-agent/maka/protocol"
 )
 
-// Handler serves one operation. It must not keep call, or pointers into it,
-// after returning: calls are recycled once their response is written. Keep
-// call.Conn itself to send subscription frames later.
+// Handler serves one operation. Keep call.Conn to send subscription frames
+// later; the call itself is the handler's to keep or drop.
 //
 // ctx carries the connection's peer (PeerFromContext). A query's ctx is
 // cancelled when its connection ends: nobody is left to read its answer. A
@@ -31,23 +29,11 @@ type Call struct {
 	Input     any
 	Conn      *ConnInfo
 	lease     OperationLease
-	status    statusResult // the kernel's host.status result, without boxing
 }
 
 // AcquireResidency keeps the host alive until the returned residency is
 // released, independent of this call's connection.
 func (c *Call) AcquireResidency() Residency { return c.lease.AcquireResidency() }
-
-// Settle finishes the call's lease once its response is written or lost.
-// It is the call's last use (handlers do not retain calls), so the call is
-// recycled.
-func (c *Call) Settle(error) {
-	c.lease.Finish()
-	*c = Call{}
-	callPool.Put(c)
-}
-
-var callPool = sync.Pool{New: func() any { return new(Call) }}
 
 // Outcome is a handler's answer.
 type Outcome struct {

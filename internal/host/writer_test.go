@@ -11,8 +11,7 @@ import (
 )
 
 // partialWriter writes the first frame of a write and fails with err,
-// after gate opens, whichever of its methods the writer uses (the reader's
-// non-blocking flush or the writer goroutine).
+// after gate opens.
 type partialWriter struct {
 	once    sync.Once
 	entered chan struct{}
@@ -21,22 +20,17 @@ type partialWriter struct {
 }
 
 func (p *partialWriter) Write(frames ...[]byte) error {
-	_, err := p.TryWrite(frames...)
-	if err == nil {
-		err = errors.New("short write")
-	}
-	return err
-}
-
-func (p *partialWriter) TryWrite(frames ...[]byte) (int, error) {
 	p.once.Do(func() { close(p.entered) })
 	<-p.gate
-	return len(frames[0]), p.err
+	if p.err != nil {
+		return p.err
+	}
+	return errors.New("short write")
 }
 
-// A writer that fails while a non-blocking write is in progress still
-// settles every frame of that write: the ones written, and the rest, which
-// no later failure would reject.
+// A writer that fails while a write is in progress still settles every
+// frame: the ones of that write, and the ones queued behind it, none as
+// written.
 func TestFramesOfAWriteInProgressAreSettledWhenTheWriterFails(t *testing.T) {
 	for _, writeErr := range []error{nil, errors.New("broken pipe")} {
 		pw := &partialWriter{entered: make(chan struct{}), gate: make(chan struct{}), err: writeErr}
@@ -44,20 +38,19 @@ func TestFramesOfAWriteInProgressAreSettledWhenTheWriterFails(t *testing.T) {
 		var mu sync.Mutex
 		settled := map[int]error{}
 		for i := range 3 {
-			if err := ow.EnqueueDeferred([]byte("frame\n"), host.SettleFunc(func(err error) {
+			if err := ow.Enqueue([]byte("frame\n"), host.SettleFunc(func(err error) {
 				mu.Lock()
 				settled[i] = err
 				mu.Unlock()
 			})); err != nil {
 				t.Fatal(err)
 			}
+			if i == 0 {
+				<-pw.entered // the first frame is being written
+			}
 		}
-		flushed := make(chan struct{})
-		go func() { ow.Flush(nil); close(flushed) }()
-		<-pw.entered
 		ow.Fail(errors.New("overflow")) // fails while the write is in progress
 		close(pw.gate)
-		<-flushed
 		select {
 		case <-ow.Done():
 		case <-time.After(10 * time.Second):
@@ -67,7 +60,7 @@ func TestFramesOfAWriteInProgressAreSettledWhenTheWriterFails(t *testing.T) {
 		if len(settled) != 3 {
 			t.Fatalf("write error %v: %d of 3 frames settled", writeErr, len(settled))
 		}
-		for i := 1; i < 3; i++ {
+		for i := range 3 {
 			if settled[i] == nil {
 				t.Fatalf("write error %v: unwritten frame %d settled as written", writeErr, i)
 			}
@@ -76,20 +69,27 @@ func TestFramesOfAWriteInProgressAreSettledWhenTheWriterFails(t *testing.T) {
 	}
 }
 
-// acceptingWriter writes everything.
-type acceptingWriter struct{}
+// heldWriter writes everything; its first write waits until gate opens.
+type heldWriter struct {
+	once sync.Once
+	gate chan struct{}
+}
 
-func (acceptingWriter) Write(...[]byte) error { return nil }
+func (h *heldWriter) Write(...[]byte) error {
+	h.once.Do(func() { <-h.gate })
+	return nil
+}
 
 // A frame callback that panics fails the writer, which reports the panic;
 // every other frame is still settled, and the writer loop ends.
 func TestAFrameCallbackThatPanicsFailsTheWriterAndSettlesTheOthers(t *testing.T) {
 	failures := make(chan error, 4)
-	ow := host.NewOutboundWriter(acceptingWriter{}, func(err error) { failures <- err })
+	hw := &heldWriter{gate: make(chan struct{})}
+	ow := host.NewOutboundWriter(hw, func(err error) { failures <- err })
 	var mu sync.Mutex
 	settled := map[int]error{}
 	for i := range 3 {
-		if err := ow.EnqueueDeferred([]byte("frame\n"), host.SettleFunc(func(err error) {
+		if err := ow.Enqueue([]byte("frame\n"), host.SettleFunc(func(err error) {
 			if i == 1 {
 				panic("frame callback panicked")
 			}
@@ -100,7 +100,7 @@ func TestAFrameCallbackThatPanicsFailsTheWriterAndSettlesTheOthers(t *testing.T)
 			t.Fatal(err)
 		}
 	}
-	ow.Wake()
+	close(hw.gate) // every frame is queued before the panic
 	select {
 	case <-ow.Done():
 	case <-time.After(10 * time.Second):

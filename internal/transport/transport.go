@@ -18,7 +18,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -66,19 +65,7 @@ const (
 // time; Write is safe for concurrent use and writes each call atomically.
 type Conn struct {
 	nc  net.Conn
-	raw syscall.RawConn // for TryFill; nil when nc has no file descriptor
-	// tryRead is TryFill's non-blocking read, built once so that TryFill
-	// allocates nothing; tryN is its result.
-	tryRead func(fd uintptr) bool
-	tryN    int
-	tryErr  error
-	// TryWrite's state, guarded by wmu: the frames being written, the
-	// iovecs built for them, and the result of the writev.
-	tryWrite func(fd uintptr) bool
-	twFrames [][]byte
-	iov      []unix.Iovec
-	twN      int
-	twErr    syscall.Errno
+	raw syscall.RawConn // for PeerClosed; nil when nc has no file descriptor
 
 	// read side, owned by the single reader
 	reading     atomic.Bool
@@ -88,7 +75,9 @@ type Conn struct {
 	hasDeadline bool
 	readErr     error
 
-	wmu sync.Mutex
+	wmu   sync.Mutex
+	wvec  [][]byte    // under wmu: the frames of the current write, kept for its capacity
+	wbufs net.Buffers // under wmu: what is left of them to write
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -100,11 +89,6 @@ func New(nc net.Conn) *Conn {
 	c := &Conn{nc: nc, closed: make(chan struct{})}
 	if sc, ok := nc.(syscall.Conn); ok {
 		c.raw, _ = sc.SyscallConn()
-		c.tryRead = func(fd uintptr) bool {
-			c.tryN, c.tryErr = unix.Read(int(fd), c.buf)
-			return true // never wait for readiness
-		}
-		c.tryWrite = c.writev
 	}
 	return c
 }
@@ -131,6 +115,12 @@ func (c *Conn) ReadFrame(timeout time.Duration) (protocol.Value, error) {
 // ReadClientFrame reads and decodes the next client→host frame (a
 // *protocol.Hello or *protocol.Request), with the same errors as ReadFrame.
 func (c *Conn) ReadClientFrame(timeout time.Duration) (any, error) {
+	return c.ReadClientFrameTo(timeout, nil)
+}
+
+// ReadClientFrameTo is ReadClientFrame decoding a request into req (when
+// not nil) instead of a new Request; it then returns req for a request.
+func (c *Conn) ReadClientFrameTo(timeout time.Duration, req *protocol.Request) (any, error) {
 	if !c.reading.CompareAndSwap(false, true) {
 		return nil, &Error{Code: CodeConcurrentRead}
 	}
@@ -139,7 +129,14 @@ func (c *Conn) ReadClientFrame(timeout time.Duration) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return protocol.DecodeClientFrameText(frame)
+	return protocol.DecodeClientFrameTextTo(frame, req)
+}
+
+// FrameBuffered reports whether a complete frame has been read from the
+// socket but not yet returned: the next ReadFrame or ReadClientFrame then
+// returns without reading the socket. Only the reader may call it.
+func (c *Conn) FrameBuffered() bool {
+	return c.readErr == nil && bytes.IndexByte(c.buf[c.r:c.w], '\n') >= 0
 }
 
 func (c *Conn) next(timeout time.Duration) ([]byte, error) {
@@ -209,91 +206,9 @@ func (c *Conn) classifyReadError(err error) error {
 	}
 }
 
-// TryFill reads, without blocking, whatever the peer has already sent. It
-// reports whether bytes arrived; errors and end of stream are left for the
-// next ReadFrame to report. Call it only from the reading goroutine, and
-// only when no complete frame is buffered.
-func (c *Conn) TryFill() bool {
-	if c.raw == nil || c.readErr != nil || c.r < c.w {
-		return false
-	}
-	if c.buf == nil {
-		c.buf = make([]byte, initialReadBuffer)
-	} else if c.w == len(c.buf) && len(c.buf) < ReadBufferSize {
-		c.buf = make([]byte, ReadBufferSize)
-	}
-	err := c.raw.Read(c.tryRead)
-	n, rerr := c.tryN, c.tryErr
-	if err == nil && n < 0 && rerr != nil && rerr != unix.EAGAIN && rerr != unix.EINTR {
-		// A reset is reported once; keep it for the next read, which
-		// would otherwise see a clean end of stream.
-		c.classifyReadError(rerr)
-	}
-	if err != nil || n <= 0 {
-		c.r, c.w = 0, 0
-		return false
-	}
-	c.r, c.w = 0, n
-	return true
-}
-
-// HasBufferedFrame reports whether a complete frame is already buffered, so
-// the next ReadFrame returns without reading the socket. Call it only from
-// the reading goroutine.
-func (c *Conn) HasBufferedFrame() bool {
-	return c.r < c.w && bytes.IndexByte(c.buf[c.r:c.w], '\n') >= 0
-}
-
 // Write writes already-encoded frames (each ending in LF) in one vectored
 // write. Concurrent calls do not interleave.
 func (c *Conn) Write(frames ...[]byte) error { return c.WriteBefore(time.Time{}, frames...) }
-
-// TryWrite writes, without waiting, as much of frames as the socket accepts
-// now, and returns how many bytes that was. It never blocks; without a file
-// descriptor it writes nothing. It allocates nothing.
-func (c *Conn) TryWrite(frames ...[]byte) (int, error) {
-	if c.raw == nil {
-		return 0, nil
-	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.twFrames = frames
-	err := c.raw.Write(c.tryWrite)
-	c.twFrames = nil
-	clear(c.iov)
-	n, errno := c.twN, c.twErr
-	switch {
-	case err != nil:
-		return 0, &Error{Code: CodeClosed, Err: err}
-	case errno == unix.EAGAIN || errno == 0:
-		return n, nil
-	default:
-		return n, &Error{Code: CodeClosed, Err: errno}
-	}
-}
-
-// writev is TryWrite's single non-blocking writev(2) on fd.
-func (c *Conn) writev(fd uintptr) bool {
-	c.iov = c.iov[:0]
-	for _, b := range c.twFrames {
-		if len(b) == 0 {
-			continue
-		}
-		v := unix.Iovec{Base: &b[0]}
-		v.SetLen(len(b))
-		c.iov = append(c.iov, v)
-	}
-	c.twN, c.twErr = 0, 0
-	if len(c.iov) == 0 {
-		return true
-	}
-	r, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&c.iov[0])), uintptr(len(c.iov)))
-	if e == 0 {
-		c.twN = int(r)
-	}
-	c.twErr = e
-	return true // never wait for writability
-}
 
 // WriteBefore is Write bounded by deadline (none when zero). A write that
 // times out may have written part of a frame; the caller must then close
@@ -305,13 +220,12 @@ func (c *Conn) WriteBefore(deadline time.Time, frames ...[]byte) error {
 		_ = c.nc.SetWriteDeadline(deadline)
 		defer c.nc.SetWriteDeadline(time.Time{})
 	}
-	var err error
-	if len(frames) == 1 {
-		_, err = c.nc.Write(frames[0])
-	} else {
-		bufs := net.Buffers(frames)
-		_, err = bufs.WriteTo(c.nc)
-	}
+	// The vector lives in the Conn, so that a write allocates nothing.
+	c.wvec = append(c.wvec[:0], frames...)
+	c.wbufs = c.wvec
+	_, err := c.wbufs.WriteTo(c.nc)
+	clear(c.wvec)
+	c.wbufs = nil
 	if err != nil {
 		if errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
 			return &Error{Code: CodeClosed, Err: err}
