@@ -69,6 +69,10 @@ type SessionContinuitySnapshot struct {
 // SubscriptionOpenInput is the input of subscription.open.
 type SubscriptionOpenInput struct {
 	SessionID string `json:"sessionId"`
+	// Notices (an extension, docs/protocol.md) asks for the session's
+	// subscription.session_notice frames too; a v0 client never sends it
+	// and never receives one.
+	Notices bool `json:"notices,omitempty"`
 }
 
 // SubscriptionOpenResult is the result of subscription.open.
@@ -268,7 +272,12 @@ func (e SessionToolEvent) MarshalJSON() ([]byte, error) {
 func init() {
 	registerCodec(OpSubscriptionOpen,
 		func(d *D, v Value) any {
-			return SubscriptionOpenInput{SessionID: d.Exact(v, "input", "sessionId").EntityID("sessionId")}
+			o := d.Closed(v, "input", []string{"sessionId"}, []string{"notices"})
+			in := SubscriptionOpenInput{SessionID: o.EntityID("sessionId")}
+			if o.Has("notices") {
+				in.Notices = o.Bool("notices")
+			}
+			return in
 		},
 		func(d *D, v Value) any {
 			o := d.Exact(v, "result", "hostEpoch", "subscriptionId", "nextSequence", "snapshot")
