@@ -276,6 +276,7 @@ func (c *Publisher) open(ctx context.Context, call *host.Call) host.Outcome {
 			return err
 		}
 		sub = newSubscriber(c, st, call.Conn, cs)
+		sub.notices = in.Notices
 		st.subscribers[sub] = struct{}{}
 		cs.subs[sub] = struct{}{}
 		c.subs[sub.id] = sub
@@ -489,6 +490,32 @@ func (c *Publisher) AcceptRuntimeEvent(sessionID, runID string, ev Event) error 
 	return nil
 }
 
+// PublishNotice sends a notice about sessionID to its subscribers that
+// asked for notices (subscription.open with notices); the others, v0
+// clients among them, never see one. Like runtime events, a notice is
+// live only: a subscriber that falls behind is evicted.
+func (c *Publisher) PublishNotice(sessionID string, n protocol.SessionNotice) {
+	c.mu.Lock()
+	st := c.sessions[sessionID]
+	if c.closed || st == nil {
+		c.mu.Unlock()
+		return
+	}
+	var touched []*subscriber
+	for s := range st.subscribers {
+		if !s.notices {
+			continue
+		}
+		if s.pushLocked(func(seq int64) any {
+			return protocol.NoticeFrame{HostEpoch: c.epoch, SubscriptionID: s.id, Sequence: seq, SessionID: sessionID, Notice: n}
+		}) {
+			touched = append(touched, s)
+		}
+	}
+	c.mu.Unlock()
+	pumpAll(touched)
+}
+
 // Close tears every subscription down without frames; later opens fail.
 func (c *Publisher) Close() {
 	c.mu.Lock()
@@ -525,6 +552,9 @@ type subscriber struct {
 	st        *sessionState
 	conn      *host.ConnInfo
 	connState *connState
+
+	// notices: the subscription asked for notice frames.
+	notices bool
 
 	// guarded by c.mu
 	active      bool
