@@ -231,7 +231,7 @@ func (c *Owner) runAgent(ctx context.Context, rec *recorder, a admission, sum pr
 		return agent.Outcome{Status: agent.StatusFailed, StopReason: agent.StopError, FailureClass: "model_unavailable", Message: err.Error()}
 	}
 	rec.model, rec.connection = resolved.Model, resolved.ConnectionSlug
-	history, err := c.replay(ctx, a)
+	conv, err := c.replayConversation(ctx, a)
 	if out, stopped := agent.Stopped(ctx); stopped {
 		return out
 	}
@@ -240,10 +240,9 @@ func (c *Owner) runAgent(ctx context.Context, rec *recorder, a admission, sum pr
 		return agent.Outcome{Status: agent.StatusFailed, StopReason: agent.StopError, FailureClass: agent.FailureRuntimeError,
 			Message: "Cannot build model context: the session history could not be read"}
 	}
-	history, omitted := fitContext(history, resolved.ContextWindow)
-	if omitted > 0 {
-		c.log.Info("earlier messages left out to fit the context window", "session", a.SessionID, "turn", a.TurnID,
-			"omitted", omitted, "kept", len(history))
+	history := c.fitTurnContext(ctx, a, resolved, conv) // compaction.go
+	if out, stopped := agent.Stopped(ctx); stopped {
+		return out
 	}
 	workspace := sum.Workspace.Path
 	if abs, err := filepath.Abs(workspace); err == nil {
