@@ -22,6 +22,10 @@ func compactValidCases() []shCase {
 		{name: "notice frame", in: compactSeeds[3]},
 		{name: "notice frame on demand", in: `{"kind":"subscription.session_notice","hostEpoch":"e1","subscriptionId":"s1","sequence":1,"sessionId":"s-1","notice":{"kind":"context_compaction_failed","beforeTokens":9000,"afterTokens":4000,"message":"summary failed"}}`},
 		{name: "subscription.open with notices", op: OpSubscriptionOpen, in: `{"sessionId":"s-1","notices":true}`},
+		{name: "connection create with a context window", op: OpConnectionCatalogCreate,
+			in: `{"expectedCatalogRevision":1,"connection":{"slug":"local","name":"Local","providerType":"openai-compatible","baseUrl":"http://localhost:8080/v1","enabled":true,"enabledModelIds":["m1"],"contextWindow":32000}}`},
+		{name: "connection update with a context window", op: OpConnectionCatalogUpdate,
+			in: `{"expected":{"connectionId":"0b6f1f7e-5a9e-4d3b-9a40-3f1c2b7d8e90","revision":2},"changes":{"name":"Local","enabled":true,"enabledModelIds":["m1"],"contextWindow":8000}}`},
 	}
 }
 

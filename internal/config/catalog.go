@@ -23,6 +23,9 @@ type Connection struct {
 	ModelSource     string                          `json:"modelSource,omitempty"` // "" before model discovery
 	ModelsFetchedAt *int64                          `json:"modelsFetchedAt,omitempty"`
 	LastTest        *protocol.ConnectionTestSummary `json:"lastTest,omitempty"`
+	// ContextWindow is the declared context window of the connection's
+	// models in tokens (0: none), for a model discovery did not describe.
+	ContextWindow int64 `json:"contextWindow,omitempty"`
 }
 
 // MarshalJSON encodes nil lists as empty arrays.
@@ -109,8 +112,11 @@ func decodeCatalog(body []byte) (Catalog, error) {
 func decodeConnection(d *protocol.D, v protocol.Value, path string) Connection {
 	o := d.Closed(v, path,
 		[]string{"connectionId", "revision", "slug", "name", "providerType", "enabled", "enabledModelIds", "models"},
-		[]string{"baseUrl", "modelSource", "modelsFetchedAt", "lastTest"})
+		[]string{"baseUrl", "modelSource", "modelsFetchedAt", "lastTest", "contextWindow"})
 	var c Connection
+	if o.Has("contextWindow") {
+		c.ContextWindow = o.PosCount("contextWindow")
+	}
 	c.ConnectionID = o.String("connectionId", 36, 36)
 	if !d.Failed() && !protocol.IsUUID(c.ConnectionID) {
 		d.Fail(path+".connectionId", "not a UUID")
@@ -401,6 +407,7 @@ func (c *Settings) catalogCreate(ctx context.Context, call *host.Call) host.Outc
 			Enabled:         draft.Enabled,
 			EnabledModelIDs: append([]string{}, draft.EnabledModelIDs...),
 			Models:          []protocol.ConnectionModel{},
+			ContextWindow:   draft.ContextWindow,
 		}
 		next := cat
 		next.Connections = append(slices.Clip(cat.Connections), conn)
@@ -475,6 +482,9 @@ func (c *Settings) catalogUpdate(ctx context.Context, call *host.Call) host.Outc
 		conn.BaseURL = baseURL
 		conn.Enabled = in.Changes.Enabled
 		conn.EnabledModelIDs = append([]string{}, in.Changes.EnabledModelIDs...)
+		if in.Changes.ContextWindow > 0 {
+			conn.ContextWindow = in.Changes.ContextWindow
+		}
 		conn.Revision++
 		if t := cat.DefaultTarget; t != nil && t.ConnectionID == conn.ConnectionID &&
 			(!conn.Enabled || !slices.Contains(conn.EnabledModelIDs, t.ModelID)) {
