@@ -19,6 +19,12 @@ func Configure(ctx context.Context, c *client.Conn, baseURL, apiKey string) erro
 // ConfigureProvider is Configure with the connection's provider type:
 // "openai-responses-compatible" makes the host speak the Responses API.
 func ConfigureProvider(ctx context.Context, c *client.Conn, providerType, baseURL, apiKey string) error {
+	return ConfigureWindow(ctx, c, providerType, baseURL, apiKey, 0)
+}
+
+// ConfigureWindow is ConfigureProvider with the context window the
+// connection declares for its model (0: none).
+func ConfigureWindow(ctx context.Context, c *client.Conn, providerType, baseURL, apiKey string, window int64) error {
 	q, err := c.QueryConnectionCatalog(ctx, protocol.CatalogQueryInput{})
 	if err != nil {
 		return fmt.Errorf("catalog query: %w", err)
@@ -31,7 +37,7 @@ func ConfigureProvider(ctx context.Context, c *client.Conn, providerType, baseUR
 		ExpectedCatalogRevision: page.Revision,
 		Connection: protocol.ConnectionDraft{
 			Slug: "fake", Name: "Fake model", ProviderType: providerType,
-			BaseURL: baseURL, Enabled: true, EnabledModelIDs: []string{"m1"},
+			BaseURL: baseURL, Enabled: true, EnabledModelIDs: []string{"m1"}, ContextWindow: window,
 		},
 	})
 	if err != nil {

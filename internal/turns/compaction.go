@@ -232,8 +232,11 @@ type compaction struct {
 // when nothing can be kept; usageFrom the first turn whose reported usage
 // will measure the compacted conversation. Nothing is recorded when there
 // is nothing older to summarise.
+//
+// latest (on demand) keeps only the newest exchange that fits, from the
+// last user message, rather than as much as fits.
 func (c *Owner) compact(ctx context.Context, sessionID, turnID string, resolved Resolved, conv conversation, prompt string,
-	window, usageFrom int64, end recordPos) (compaction, error) {
+	window, usageFrom int64, end recordPos, latest bool) (compaction, error) {
 	before := c.requestTokens(conv, prompt)
 	res := compaction{msgs: conv.msgs, before: before, after: before}
 	msgs := conv.msgs
@@ -247,6 +250,9 @@ func (c *Owner) compact(ctx context.Context, sessionID, turnID string, resolved 
 		}
 		if msgs[i].Role == model.RoleUser {
 			cut = i
+			if latest {
+				break
+			}
 		}
 	}
 	if len(msgs) == 0 || conv.summarized && cut == 1 && conv.pos[0] == end {
@@ -412,7 +418,7 @@ func (c *Owner) fitTurnContext(ctx context.Context, a admission, resolved Resolv
 	before := c.requestTokens(conv, a.Content.Text)
 	history := conv.msgs
 	if before*100 > window*compactTrigger {
-		res, err := c.compact(ctx, a.SessionID, a.TurnID, resolved, conv, a.Content.Text, window, a.ChainSeq, recordPos{a.ChainSeq, 0})
+		res, err := c.compact(ctx, a.SessionID, a.TurnID, resolved, conv, a.Content.Text, window, a.ChainSeq, recordPos{a.ChainSeq, 0}, false)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return history // stopped: the caller ends the turn
@@ -436,8 +442,8 @@ func (c *Owner) fitTurnContext(ctx context.Context, a admission, resolved Resolv
 }
 
 // handleCompact serves session.compact: an idle session's conversation is
-// compacted now, whatever its size (nothing is recorded when there is
-// nothing older than what would be kept).
+// compacted now, whatever its size, keeping its newest exchange (nothing
+// is recorded when there is nothing older than that).
 func (c *Owner) handleCompact(ctx context.Context, call *host.Call) host.Outcome {
 	in := call.Input.(protocol.SessionCompactInput)
 	var sum protocol.SessionSummary
@@ -478,7 +484,7 @@ func (c *Owner) handleCompact(ctx context.Context, call *host.Call) host.Outcome
 	if err != nil {
 		return c.opFailure(string(protocol.OpSessionCompact), in.SessionID, err)
 	}
-	res, err := c.compact(ctx, in.SessionID, "", resolved, conv, "", window, next, recordPos{next, 0})
+	res, err := c.compact(ctx, in.SessionID, "", resolved, conv, "", window, next, recordPos{next, 0}, true)
 	if err != nil {
 		if errors.Is(err, store.ErrCommitOutcomeUnknown) {
 			return host.Fail(protocol.ErrCommitOutcomeUnknown, protocol.MessageOperationFailed)
