@@ -109,3 +109,9 @@ func (c *Conn) DeleteCredential(ctx context.Context, in protocol.CredentialVault
 func (c *Conn) CompactSession(ctx context.Context, in protocol.SessionCompactInput) (protocol.SessionCompactResult, error) {
 	return typed[protocol.SessionCompactResult](c, ctx, protocol.OpSessionCompact, in)
 }
+
+// SetConnectionContextWindow calls the connection.context-window.set
+// extension.
+func (c *Conn) SetConnectionContextWindow(ctx context.Context, in protocol.ConnectionContextWindowSetInput) (protocol.CatalogUpdateResult, error) {
+	return typed[protocol.CatalogUpdateResult](c, ctx, protocol.OpConnectionContextWindowSet, in)
+}

@@ -63,22 +63,26 @@ type pushItem struct {
 // ID returns the subscription id.
 func (s *Subscription) ID() string { return s.id }
 
-// SubscriptionOption configures a subscription.open call.
-type SubscriptionOption func(*protocol.SubscriptionOpenInput)
+// SubscriptionOption configures OpenSubscription.
+type SubscriptionOption func(*subscriptionOptions)
+
+type subscriptionOptions struct{ notices bool }
 
 // WithNotices asks for the session's notice frames too
-// (protocol.NoticeFrame, an extension of docs/protocol.md): a host that
-// does not know the extension refuses the open.
+// (protocol.NoticeFrame) with subscription.notices.set, an extension of
+// docs/protocol.md, once the subscription is open; a notice published
+// before that is not received.
 func WithNotices() SubscriptionOption {
-	return func(in *protocol.SubscriptionOpenInput) { in.Notices = true }
+	return func(o *subscriptionOptions) { o.notices = true }
 }
 
 // OpenSubscription calls subscription.open and registers the subscription
 // before any of its frames can be read.
 func (c *Conn) OpenSubscription(ctx context.Context, sessionID string, opts ...SubscriptionOption) (*Subscription, error) {
 	in := protocol.SubscriptionOpenInput{SessionID: sessionID}
-	for _, o := range opts {
-		o(&in)
+	var o subscriptionOptions
+	for _, opt := range opts {
+		opt(&o)
 	}
 	var sub *Subscription
 	// A subscription opened after the caller gave up is closed again, and
@@ -117,6 +121,13 @@ func (c *Conn) OpenSubscription(ctx context.Context, sessionID string, opts ...S
 		return nil, err
 	}
 	_ = res
+	if o.notices {
+		if _, err := c.call(ctx, protocol.OpSubscriptionNoticesSet,
+			protocol.SubscriptionNoticesSetInput{SubscriptionID: sub.id, Enabled: true}, nil); err != nil {
+			_ = sub.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
 	return sub, nil
 }
 

@@ -232,10 +232,6 @@ type ConnectionDraft struct {
 	BaseURL         string   `json:"baseUrl,omitempty"`
 	Enabled         bool     `json:"enabled"`
 	EnabledModelIDs []string `json:"enabledModelIds"`
-	// ContextWindow (an extension, docs/protocol.md) is the context window
-	// in tokens of the connection's models that discovery did not
-	// describe (0: not declared).
-	ContextWindow int64 `json:"contextWindow,omitempty"`
 }
 
 // MarshalJSON encodes a nil id list as an empty array.
@@ -256,9 +252,6 @@ type ConnectionChanges struct {
 	BaseURL         string   `json:"baseUrl,omitempty"`
 	Enabled         bool     `json:"enabled"`
 	EnabledModelIDs []string `json:"enabledModelIds"`
-	// ContextWindow (an extension) replaces the declared context window
-	// when positive; 0 keeps it.
-	ContextWindow int64 `json:"contextWindow,omitempty"`
 }
 
 // MarshalJSON encodes a nil id list as an empty array.
@@ -794,11 +787,8 @@ func decodeEnabledModelIDs(d *D, o Obj, max int) []string {
 }
 
 func decodeConnectionDraft(d *D, v Value, path string, maxIDs int) ConnectionDraft {
-	o := d.Closed(v, path, []string{"slug", "name", "providerType", "enabled", "enabledModelIds"}, []string{"baseUrl", "contextWindow"})
+	o := d.Closed(v, path, []string{"slug", "name", "providerType", "enabled", "enabledModelIds"}, []string{"baseUrl"})
 	var c ConnectionDraft
-	if o.Has("contextWindow") {
-		c.ContextWindow = o.PosCount("contextWindow")
-	}
 	pv, pp := o.Get("providerType")
 	c.ProviderType = decodeProviderType(d, pv, pp)
 	c.BaseURL = decodeBaseURLInput(d, o, c.ProviderType)
@@ -811,17 +801,13 @@ func decodeConnectionDraft(d *D, v Value, path string, maxIDs int) ConnectionDra
 }
 
 func decodeConnectionChanges(d *D, v Value, path string) ConnectionChanges {
-	o := d.Closed(v, path, []string{"name", "enabled", "enabledModelIds"}, []string{"baseUrl", "contextWindow"})
-	c := ConnectionChanges{
+	o := d.Closed(v, path, []string{"name", "enabled", "enabledModelIds"}, []string{"baseUrl"})
+	return ConnectionChanges{
 		Name:            o.String("name", 0, ConnectionNameMaxLength),
 		BaseURL:         decodeBaseURLInput(d, o, ""),
 		Enabled:         o.Bool("enabled"),
 		EnabledModelIDs: decodeEnabledModelIDs(d, o, ConnectionMutationMaxEnabledIDs),
 	}
-	if o.Has("contextWindow") {
-		c.ContextWindow = o.PosCount("contextWindow")
-	}
-	return c
 }
 
 func decodeCatalogCursor(d *D, v Value, path string) CatalogCursor {

@@ -1,12 +1,40 @@
 package protocol
 
-// Context compaction (docs/protocol.md, "session.compact" and
-// "subscription.session_notice"): the on-demand operation and the live
-// notice a subscription that asked for notices receives.
+// Context compaction (docs/protocol.md, "session.compact",
+// "subscription.notices.set" and "connection.context-window.set"): the
+// on-demand operation, the live notice a subscription receives once it
+// asked for notices, and the context window a connection declares. Each is
+// an extension operation: no v0 shape changes.
 
-// OpSessionCompact summarises the older part of an idle session's
-// conversation for the model (an extension operation).
-const OpSessionCompact Operation = "session.compact"
+// Extension operations of context compaction.
+const (
+	// OpSessionCompact summarises the older part of an idle session's
+	// conversation for the model.
+	OpSessionCompact Operation = "session.compact"
+	// OpSubscriptionNoticesSet asks for (or stops) the notice frames of
+	// one of the connection's subscriptions.
+	OpSubscriptionNoticesSet Operation = "subscription.notices.set"
+	// OpConnectionContextWindowSet declares the context window of a
+	// connection's models.
+	OpConnectionContextWindowSet Operation = "connection.context-window.set"
+)
+
+// SubscriptionNoticesSetInput is the input of subscription.notices.set;
+// its result is the same object.
+type SubscriptionNoticesSetInput struct {
+	SubscriptionID string `json:"subscriptionId"`
+	Enabled        bool   `json:"enabled"`
+}
+
+// ConnectionContextWindowSetInput is the input of
+// connection.context-window.set: the context window in tokens of the
+// connection's models where model discovery did not describe one. Its
+// result is that of connection.catalog.update (never
+// invalid_default_target).
+type ConnectionContextWindowSetInput struct {
+	Expected      ConnectionVersionBasis `json:"expected"`
+	ContextWindow int64                  `json:"contextWindow"`
+}
 
 // SessionCompactInput is the input of session.compact.
 type SessionCompactInput struct {
@@ -88,7 +116,25 @@ func decodeSessionNotice(d *D, v Value, path string) SessionNotice {
 	return n
 }
 
+func decodeSubscriptionNoticesSet(path string) Codec {
+	return func(d *D, v Value) any {
+		o := d.Exact(v, path, "subscriptionId", "enabled")
+		return SubscriptionNoticesSetInput{SubscriptionID: o.ID("subscriptionId"), Enabled: o.Bool("enabled")}
+	}
+}
+
+func decodeConnectionContextWindowSetInput(d *D, v Value) any {
+	o := d.Exact(v, "input", "expected", "contextWindow")
+	ev, ep := o.Get("expected")
+	return ConnectionContextWindowSetInput{Expected: decodeConnectionVersionBasis(d, ev, ep), ContextWindow: o.PosCount("contextWindow")}
+}
+
 func init() {
+	DefineExtension(OpSubscriptionNoticesSet, ModeControl, AvailabilityReady,
+		sessionErrors(ErrNotFound), decodeSubscriptionNoticesSet("input"), decodeSubscriptionNoticesSet("result"))
+	DefineExtension(OpConnectionContextWindowSet, ModeCommand, AvailabilityReady,
+		[]ErrorCode{ErrHostNotReady, ErrHostDraining, ErrOperationUnavailable, ErrInvalidRequest, ErrInternalFailure, ErrPersistenceFailed, ErrCommitOutcomeUnknown},
+		decodeConnectionContextWindowSetInput, decodeCatalogUpdateResult)
 	DefineExtension(OpSessionCompact, ModeCommand, AvailabilityReady,
 		sessionErrors(ErrNotFound, ErrSessionBusy, ErrOperationConflict, ErrPersistenceFailed, ErrCommitOutcomeUnknown),
 		decodeSessionCompactInput, decodeSessionCompactResult)

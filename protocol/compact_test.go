@@ -21,11 +21,12 @@ func compactValidCases() []shCase {
 		{name: "compact result", op: OpSessionCompact, out: true, in: compactSeeds[1]},
 		{name: "notice frame", in: compactSeeds[3]},
 		{name: "notice frame on demand", in: `{"kind":"subscription.session_notice","hostEpoch":"e1","subscriptionId":"s1","sequence":1,"sessionId":"s-1","notice":{"kind":"context_compaction_failed","beforeTokens":9000,"afterTokens":4000,"message":"summary failed"}}`},
-		{name: "subscription.open with notices", op: OpSubscriptionOpen, in: `{"sessionId":"s-1","notices":true}`},
-		{name: "connection create with a context window", op: OpConnectionCatalogCreate,
-			in: `{"expectedCatalogRevision":1,"connection":{"slug":"local","name":"Local","providerType":"openai-compatible","baseUrl":"http://localhost:8080/v1","enabled":true,"enabledModelIds":["m1"],"contextWindow":32000}}`},
-		{name: "connection update with a context window", op: OpConnectionCatalogUpdate,
-			in: `{"expected":{"connectionId":"0b6f1f7e-5a9e-4d3b-9a40-3f1c2b7d8e90","revision":2},"changes":{"name":"Local","enabled":true,"enabledModelIds":["m1"],"contextWindow":8000}}`},
+		{name: "notices on", op: OpSubscriptionNoticesSet, in: `{"subscriptionId":"sub-1","enabled":true}`},
+		{name: "notices off", op: OpSubscriptionNoticesSet, out: true, in: `{"subscriptionId":"sub-1","enabled":false}`},
+		{name: "context window", op: OpConnectionContextWindowSet,
+			in: `{"expected":{"connectionId":"0b6f1f7e-5a9e-4d3b-9a40-3f1c2b7d8e90","revision":2},"contextWindow":8000}`},
+		{name: "context window committed", op: OpConnectionContextWindowSet, out: true,
+			in: `{"kind":"committed","catalogRevision":6,"connection":{"connectionId":"0b6f1f7e-5a9e-4d3b-9a40-3f1c2b7d8e90","revision":3}}`},
 	}
 }
 
@@ -70,27 +71,27 @@ func TestNoticeFrameRoundTrip(t *testing.T) {
 	}
 }
 
-func TestSubscriptionOpenNotices(t *testing.T) {
-	spec, _ := Lookup(string(OpSubscriptionOpen))
-	in, err := spec.DecodeInput(mustParse(t, `{"sessionId":"0b6f1f7e-5a9e-4d3b-9a40-3f1c2b7d8e90","notices":true}`))
-	if err != nil || !in.(SubscriptionOpenInput).Notices {
-		t.Fatalf("%#v %v", in, err)
-	}
-	// The v0 form is unchanged: no notices member unless asked for.
-	b, _ := Marshal(SubscriptionOpenInput{SessionID: "0b6f1f7e-5a9e-4d3b-9a40-3f1c2b7d8e90"})
-	if string(b) != `{"sessionId":"0b6f1f7e-5a9e-4d3b-9a40-3f1c2b7d8e90"}` {
-		t.Fatalf("%s", b)
+func TestContextWindowSetInput(t *testing.T) {
+	spec, _ := Lookup(string(OpConnectionContextWindowSet))
+	for _, bad := range []string{
+		`{"expected":{"connectionId":"0b6f1f7e-5a9e-4d3b-9a40-3f1c2b7d8e90","revision":2},"contextWindow":0}`,
+		`{"expected":{"connectionId":"0b6f1f7e-5a9e-4d3b-9a40-3f1c2b7d8e90","revision":2}}`,
+		`{"expected":{"connectionId":"0b6f1f7e-5a9e-4d3b-9a40-3f1c2b7d8e90","revision":2},"contextWindow":1.5}`,
+	} {
+		if _, err := spec.DecodeInput(mustParse(t, bad)); err == nil {
+			t.Errorf("input %s decoded", bad)
+		}
 	}
 }
 
-// FuzzCompact feeds arbitrary JSON through the session.compact codecs and
-// the notice push frame decoder.
+// FuzzCompact feeds arbitrary JSON through the codecs of the compaction
+// extension operations and the notice push frame decoder.
 func FuzzCompact(f *testing.F) {
 	for _, s := range compactSeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		shFuzzOps(t, data, OpSessionCompact, OpSubscriptionOpen)
+		shFuzzOps(t, data, OpSessionCompact, OpSubscriptionNoticesSet, OpConnectionContextWindowSet)
 		if v, err := Parse(data); err == nil {
 			shFuzzCodec(t, KindSubscriptionNotice, pushDecoders[KindSubscriptionNotice], v)
 		}

@@ -69,10 +69,6 @@ type SessionContinuitySnapshot struct {
 // SubscriptionOpenInput is the input of subscription.open.
 type SubscriptionOpenInput struct {
 	SessionID string `json:"sessionId"`
-	// Notices (an extension, docs/protocol.md) asks for the session's
-	// subscription.session_notice frames too; a v0 client never sends it
-	// and never receives one.
-	Notices bool `json:"notices,omitempty"`
 }
 
 // SubscriptionOpenResult is the result of subscription.open.
@@ -272,12 +268,7 @@ func (e SessionToolEvent) MarshalJSON() ([]byte, error) {
 func init() {
 	registerCodec(OpSubscriptionOpen,
 		func(d *D, v Value) any {
-			o := d.Closed(v, "input", []string{"sessionId"}, []string{"notices"})
-			in := SubscriptionOpenInput{SessionID: o.EntityID("sessionId")}
-			if o.Has("notices") {
-				in.Notices = o.Bool("notices")
-			}
-			return in
+			return SubscriptionOpenInput{SessionID: d.Exact(v, "input", "sessionId").EntityID("sessionId")}
 		},
 		func(d *D, v Value) any {
 			o := d.Exact(v, "result", "hostEpoch", "subscriptionId", "nextSequence", "snapshot")

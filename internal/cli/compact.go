@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -74,26 +76,9 @@ func newConnectionEditCommand() *cobra.Command {
 				return err
 			}
 			defer conn.Close()
-			for attempt := 0; ; attempt++ {
-				res, err := conn.UpdateConnection(ctx, protocol.CatalogUpdateInput{
-					Expected: protocol.ConnectionVersionBasis{ConnectionID: c.ConnectionID, Revision: c.Revision},
-					Changes: protocol.ConnectionChanges{Name: c.Name, BaseURL: c.BaseURL, Enabled: c.Enabled,
-						EnabledModelIDs: c.EnabledModelIDs, ContextWindow: window},
-				})
-				if err != nil {
-					return callError(ctx, "cannot change the connection", err)
-				}
-				if _, ok := res.(protocol.CatalogConnectionCommitted); ok {
-					break
-				}
-				if attempt+1 >= catalogReadAttempts {
-					return exitf(1, "connection %s keeps changing; try again", c.Slug)
-				}
-				_, _, again, err := findConnection(ctx, &h, args[0])
-				if err != nil {
-					return err
-				}
-				c = again
+			basis := protocol.ConnectionVersionBasis{ConnectionID: c.ConnectionID, Revision: c.Revision}
+			if err := setContextWindow(ctx, conn, basis, window); err != nil {
+				return exitf(1, "cannot change connection %s: %v", c.Slug, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "connection %s: context window %d tokens\n", c.Slug, window)
 			return nil
@@ -103,4 +88,27 @@ func newConnectionEditCommand() *cobra.Command {
 	cmd.Flags().Int64Var(&window, "context-window", 0, "context window of the connection's models, in tokens (required)")
 	_ = cmd.MarkFlagRequired("context-window")
 	return cmd
+}
+
+// setContextWindow declares the context window of a connection's models;
+// a connection changed meanwhile is read again, a few times.
+func setContextWindow(ctx context.Context, conn *client.Conn, basis protocol.ConnectionVersionBasis, window int64) error {
+	for range catalogReadAttempts {
+		res, err := conn.SetConnectionContextWindow(ctx, protocol.ConnectionContextWindowSetInput{Expected: basis, ContextWindow: window})
+		if err != nil {
+			return err
+		}
+		switch r := res.(type) {
+		case protocol.CatalogConnectionCommitted:
+			return nil
+		case protocol.ConnectionStale:
+			if r.Actual == nil {
+				return errors.New("the connection was removed")
+			}
+			basis = *r.Actual
+		default:
+			return fmt.Errorf("unexpected answer %T", res)
+		}
+	}
+	return errors.New("the connection keeps changing; try again")
 }

@@ -486,7 +486,7 @@ func connectionAdd(cmd *cobra.Command, o connectionAddOptions, args []string) er
 		res, err := conn.CreateConnection(ctx, protocol.CatalogCreateInput{
 			ExpectedCatalogRevision: cat.Revision,
 			Connection: protocol.ConnectionDraft{Slug: slug, Name: name, ProviderType: o.provider, BaseURL: baseURL,
-				Enabled: true, EnabledModelIDs: o.models, ContextWindow: o.window},
+				Enabled: true, EnabledModelIDs: o.models},
 		})
 		if err != nil {
 			return callError(ctx, "cannot add the connection", err)
@@ -506,6 +506,12 @@ func connectionAdd(cmd *cobra.Command, o connectionAddOptions, args []string) er
 	}
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "added connection %s (%s, models %s)\n", slug, o.provider, strings.Join(o.models, ", "))
+	if o.window > 0 {
+		if err := setContextWindow(ctx, conn, created.Connection, o.window); err != nil {
+			return exitf(1, "the connection was added but not its context window: %v; retry with 'maka connection edit %s --context-window %d%s'", err, slug, o.window, hint)
+		}
+		fmt.Fprintf(out, "context window: %d tokens\n", o.window)
+	}
 	added := &catalogConnection{CatalogConnectionHeader: protocol.CatalogConnectionHeader{
 		ConnectionID: created.Connection.ConnectionID, Slug: slug, ProviderType: o.provider}}
 	if key != "" {

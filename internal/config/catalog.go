@@ -407,7 +407,6 @@ func (c *Settings) catalogCreate(ctx context.Context, call *host.Call) host.Outc
 			Enabled:         draft.Enabled,
 			EnabledModelIDs: append([]string{}, draft.EnabledModelIDs...),
 			Models:          []protocol.ConnectionModel{},
-			ContextWindow:   draft.ContextWindow,
 		}
 		next := cat
 		next.Connections = append(slices.Clip(cat.Connections), conn)
@@ -482,14 +481,35 @@ func (c *Settings) catalogUpdate(ctx context.Context, call *host.Call) host.Outc
 		conn.BaseURL = baseURL
 		conn.Enabled = in.Changes.Enabled
 		conn.EnabledModelIDs = append([]string{}, in.Changes.EnabledModelIDs...)
-		if in.Changes.ContextWindow > 0 {
-			conn.ContextWindow = in.Changes.ContextWindow
-		}
 		conn.Revision++
 		if t := cat.DefaultTarget; t != nil && t.ConnectionID == conn.ConnectionID &&
 			(!conn.Enabled || !slices.Contains(conn.EnabledModelIDs, t.ModelID)) {
 			return protocol.InvalidDefaultTarget{Target: *t}, false, nil
 		}
+		next := cat
+		next.Connections = slices.Clone(cat.Connections)
+		next.Connections[i] = conn
+		rev, err := c.storeCatalog(ctx, cat.Revision, next)
+		if err != nil {
+			return nil, false, err
+		}
+		return protocol.CatalogConnectionCommitted{CatalogRevision: rev,
+			Connection: protocol.ConnectionVersionBasis{ConnectionID: conn.ConnectionID, Revision: conn.Revision}}, true, nil
+	})
+}
+
+// contextWindowSet serves connection.context-window.set (an extension,
+// docs/protocol.md): the connection declares the context window of its
+// models; a model that discovery described keeps its own.
+func (c *Settings) contextWindowSet(ctx context.Context, call *host.Call) host.Outcome {
+	in, ok := call.Input.(protocol.ConnectionContextWindowSetInput)
+	if !ok {
+		return internalFailure
+	}
+	return c.mutateConnection(ctx, in.Expected, func(ctx context.Context, cat Catalog, i int) (any, bool, error) {
+		conn := cat.Connections[i]
+		conn.ContextWindow = in.ContextWindow
+		conn.Revision++
 		next := cat
 		next.Connections = slices.Clone(cat.Connections)
 		next.Connections[i] = conn

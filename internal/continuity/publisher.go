@@ -126,7 +126,25 @@ func (c *Publisher) Handlers() host.Handlers {
 	return host.Handlers{
 		protocol.OpSubscriptionOpen:  c.open,
 		protocol.OpSubscriptionClose: c.close,
+		// An extension (docs/protocol.md): notices are opt-in per
+		// subscription, so a v0 client never receives a frame it
+		// cannot decode.
+		protocol.OpSubscriptionNoticesSet: c.setNotices,
 	}
+}
+
+// setNotices serves subscription.notices.set for a subscription of the
+// calling connection.
+func (c *Publisher) setNotices(_ context.Context, call *host.Call) host.Outcome {
+	in := call.Input.(protocol.SubscriptionNoticesSetInput)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.subs[in.SubscriptionID]
+	if s == nil || s.connState == nil || s.connState.id != call.Conn.ConnectionID || s.connState.gone {
+		return host.Fail(protocol.ErrNotFound, "Session subscription was not found")
+	}
+	s.notices = in.Enabled
+	return host.OK(in)
 }
 
 func (c *Publisher) snapshot(st *sessionState) protocol.SessionContinuitySnapshot {
@@ -276,7 +294,6 @@ func (c *Publisher) open(ctx context.Context, call *host.Call) host.Outcome {
 			return err
 		}
 		sub = newSubscriber(c, st, call.Conn, cs)
-		sub.notices = in.Notices
 		st.subscribers[sub] = struct{}{}
 		cs.subs[sub] = struct{}{}
 		c.subs[sub.id] = sub
@@ -553,10 +570,8 @@ type subscriber struct {
 	conn      *host.ConnInfo
 	connState *connState
 
-	// notices: the subscription asked for notice frames.
-	notices bool
-
 	// guarded by c.mu
+	notices     bool // asked for notice frames (subscription.notices.set)
 	active      bool
 	removed     bool
 	evicted     bool

@@ -1243,12 +1243,14 @@ func TestNoticesReachOnlySubscriptionsThatAskedForThem(t *testing.T) {
 	h.store.add("s1")
 	plain, asked := newFakeConn(t, "conn-v0"), newFakeConn(t, "conn-notices")
 	h.openActive(plain, "s1")
-	out := h.call(asked, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: "s1", Notices: true})
-	if out.Err != nil {
-		t.Fatalf("open with notices: %+v", out.Err)
+	res := h.openActive(asked, "s1")
+	// Only the subscription's own connection may ask for its notices.
+	if out := h.call(plain, protocol.OpSubscriptionNoticesSet, protocol.SubscriptionNoticesSetInput{SubscriptionID: res.SubscriptionID, Enabled: true}); out.Err == nil || out.Err.Code != protocol.ErrNotFound {
+		t.Fatalf("notices.set from another connection: %+v", out)
 	}
-	res := out.Result.(protocol.SubscriptionOpenResult)
-	out.AfterQueued(nil)
+	if out := h.call(asked, protocol.OpSubscriptionNoticesSet, protocol.SubscriptionNoticesSetInput{SubscriptionID: res.SubscriptionID, Enabled: true}); out.Err != nil {
+		t.Fatalf("notices.set: %+v", out.Err)
+	}
 	n := protocol.SessionNotice{Kind: protocol.NoticeContextCompacted, TurnID: "turn-s1", BeforeTokens: 900, AfterTokens: 300, Message: "context compacted (900 → 300 tokens)"}
 	h.c.PublishNotice("s1", n)
 	h.acceptText("s1", 1)

@@ -37,7 +37,7 @@ func ConfigureWindow(ctx context.Context, c *client.Conn, providerType, baseURL,
 		ExpectedCatalogRevision: page.Revision,
 		Connection: protocol.ConnectionDraft{
 			Slug: "fake", Name: "Fake model", ProviderType: providerType,
-			BaseURL: baseURL, Enabled: true, EnabledModelIDs: []string{"m1"}, ContextWindow: window,
+			BaseURL: baseURL, Enabled: true, EnabledModelIDs: []string{"m1"},
 		},
 	})
 	if err != nil {
@@ -46,6 +46,15 @@ func ConfigureWindow(ctx context.Context, c *client.Conn, providerType, baseURL,
 	conn, ok := created.(protocol.CatalogConnectionCommitted)
 	if !ok {
 		return fmt.Errorf("connection create: %#v", created)
+	}
+	if window > 0 {
+		set, err := c.SetConnectionContextWindow(ctx, protocol.ConnectionContextWindowSetInput{Expected: conn.Connection, ContextWindow: window})
+		if err != nil {
+			return fmt.Errorf("context window: %w", err)
+		}
+		if conn, ok = set.(protocol.CatalogConnectionCommitted); !ok {
+			return fmt.Errorf("context window: %#v", set)
+		}
 	}
 	set, err := c.SetDefaultConnectionTarget(ctx, protocol.CatalogSetDefaultTargetInput{
 		ExpectedCatalogRevision: conn.CatalogRevision,
