@@ -37,6 +37,10 @@ const (
 	summaryOutput = 15
 )
 
+// summaryMaxOutputTokens caps the summary's output tokens below what
+// common models accept as a request's maximum.
+const summaryMaxOutputTokens = 4096
+
 // bytesPerToken estimates tokens where the provider reported none.
 const bytesPerToken = 3
 
@@ -294,12 +298,12 @@ func withSummary(kept conversation, summary string, keep recordPos) []model.Mess
 // summarise asks the model for a summary of old, in one request without
 // tools (at most two attempts, summaryTimeout).
 func (c *Owner) summarise(ctx context.Context, resolved Resolved, old []model.Message, window int64) (string, error) {
-	limit := int(window * summaryOutput / 100 * bytesPerToken)
+	limit := int(min(window*summaryOutput/100, summaryMaxOutputTokens) * bytesPerToken)
 	req := model.Request{
 		Model: resolved.Model, System: summarySystem,
 		Messages: []model.Message{{Role: model.RoleUser,
 			Text: renderForSummary(old, int(window*summaryInput/100*bytesPerToken)) + "\n\n" + SummaryInstruction}},
-		MaxOutputTokens: max(window*summaryOutput/100, 64),
+		MaxOutputTokens: min(max(window*summaryOutput/100, 64), summaryMaxOutputTokens),
 	}
 	ctx, cancel := context.WithTimeout(ctx, summaryTimeout)
 	defer cancel()
