@@ -13,13 +13,13 @@ import (
 )
 
 // compactWindow is the context window the fake model's connection declares
-// in the compaction tests: about 1,900 of its tokens go to the system
-// prompt and the tools, and every turn below adds about 1,000.
-const compactWindow = 8000
+// in the compaction tests: about 3,000 of its tokens go to the system
+// prompt and the tools, and every turn below adds about 2,000.
+const compactWindow = 16000
 
-// fixedTokens estimates the system prompt and tool declarations of every
-// turn's request, which the fake model does not see in full.
-const fixedTokens = 1900
+// toolTokens estimates the tool declarations of every turn's request,
+// which the fake model does not see.
+const toolTokens = 2500
 
 // summaryRequest reports whether req is the host's request for a summary:
 // the fake recognises it by its instruction text.
@@ -42,7 +42,7 @@ func requestTokens(req *modeltest.Request) int {
 
 // bigPrompt is the user message of turn i: a marker and about 2 KB.
 func bigPrompt(i int) string {
-	return fmt.Sprintf("turn-%02d-marker: ", i) + strings.Repeat("please keep this in mind. ", 80)
+	return fmt.Sprintf("turn-%02d-marker: ", i) + strings.Repeat("please keep this in mind. ", 160)
 }
 
 type compactModel struct {
@@ -64,7 +64,7 @@ func (m *compactModel) reply(req *modeltest.Request) modeltest.Reply {
 	}
 	m.turns = append(m.turns, req)
 	marker, _, _ := strings.Cut(req.LastUser(), ":")
-	return modeltest.Reply{Chunks: []modeltest.Chunk{{Text: "noted " + marker + ". " + strings.Repeat("an answer of some length. ", 40)}}}
+	return modeltest.Reply{Chunks: []modeltest.Chunk{{Text: "noted " + marker + ". " + strings.Repeat("an answer of some length. ", 80)}}}
 }
 
 func (m *compactModel) seen() (summaries, turns []*modeltest.Request) {
@@ -108,7 +108,7 @@ func TestCompactionEndToEnd(t *testing.T) {
 	createSession(t, c, "long", protocol.PermissionModeBypass)
 	w := watch(t, c, "long", client.WithNotices())
 	plain := watch(t, c, "long") // a v0 subscriber
-	const n = 9
+	const n = 12
 	runTurns(t, c, w, "long", 1, n)
 
 	summaries, reqs := m.seen()
@@ -146,7 +146,7 @@ func TestCompactionEndToEnd(t *testing.T) {
 	// first compaction carry a summary and none of the first turn.
 	compacted := false
 	for i, req := range reqs {
-		if tokens := requestTokens(req) + fixedTokens; tokens >= compactWindow {
+		if tokens := requestTokens(req) + toolTokens; tokens >= compactWindow {
 			t.Errorf("request %d carries about %d tokens, over the window of %d", i, tokens, compactWindow)
 		}
 		body := ""

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -191,8 +192,8 @@ func (h *history) conversation(comp compactionRecord) conversation {
 
 // fixedBytes estimates what a request carries besides its messages: the
 // system prompt and the tool declarations.
-func (c *Owner) fixedBytes() int {
-	n := len(c.opts.System)
+func (c *Owner) fixedBytes(system string) int {
+	n := len(system)
 	if c.opts.Tools != nil {
 		for _, s := range c.opts.Tools.Specs() {
 			n += len(s.Name) + len(s.Description) + len(s.Parameters) + 32
@@ -209,18 +210,22 @@ func messagesBytes(msgs []model.Message) int {
 	return n
 }
 
-// requestTokens estimates the tokens of a request that sends conv and then
-// prompt: the provider's reported usage for what it measured, bytes/3 for
-// the rest.
-func (c *Owner) requestTokens(conv conversation, prompt string) int64 {
+// requestTokens estimates the tokens of a request with system that sends
+// conv and then prompt: the provider's reported usage for what it
+// measured (bytes/3 for what came after), or bytes/3 of the whole, the
+// larger of the two: a provider's usage refines the estimate where its
+// tokens are denser, but a provider that reports too little (a model's
+// answer is hostile input) never lets a request past the window.
+func (c *Owner) requestTokens(conv conversation, system, prompt string) int64 {
 	promptBytes := 0
 	if prompt != "" {
 		promptBytes = len(prompt) + 16
 	}
+	estimate := int64(c.fixedBytes(system)+messagesBytes(conv.msgs)+promptBytes) / bytesPerToken
 	if conv.usage > 0 {
-		return conv.usage + int64(messagesBytes(conv.msgs[conv.usageAt:])+promptBytes)/bytesPerToken
+		return max(estimate, conv.usage+int64(messagesBytes(conv.msgs[conv.usageAt:])+promptBytes)/bytesPerToken)
 	}
-	return int64(c.fixedBytes()+messagesBytes(conv.msgs)+promptBytes) / bytesPerToken
+	return estimate
 }
 
 // compaction is the outcome of compact.
@@ -239,9 +244,9 @@ type compaction struct {
 //
 // latest (on demand) keeps only the newest exchange that fits, from the
 // last user message, rather than as much as fits.
-func (c *Owner) compact(ctx context.Context, sessionID, turnID string, resolved Resolved, conv conversation, prompt string,
+func (c *Owner) compact(ctx context.Context, sessionID, turnID string, resolved Resolved, conv conversation, system, prompt string,
 	window, usageFrom int64, end recordPos, latest bool) (compaction, error) {
-	before := c.requestTokens(conv, prompt)
+	before := c.requestTokens(conv, system, prompt)
 	res := compaction{msgs: conv.msgs, before: before, after: before}
 	msgs := conv.msgs
 	keepBudget := window * compactKeep / 100
@@ -273,7 +278,7 @@ func (c *Owner) compact(ctx context.Context, sessionID, turnID string, resolved 
 	kept := conversation{msgs: append([]model.Message(nil), msgs[cut:]...), pos: conv.pos[cut:]}
 	after := withSummary(kept, summary, keep)
 	rec := compactionRecord{keep: keep, usageFrom: usageFrom, summary: summary, before: before}
-	rec.after = c.requestTokens(conversation{msgs: after}, prompt)
+	rec.after = c.requestTokens(conversation{msgs: after}, system, prompt)
 	err = c.opts.Store.Write(context.WithoutCancel(ctx), func(tx *store.Tx) error {
 		return insertCompaction(tx, sessionID, turnID, c.now(), rec)
 	})
@@ -413,36 +418,45 @@ func compactionNotice(turnID string, res compaction, failure error, cutBefore, c
 // fitTurnContext returns the history a turn sends: conv as it is when the
 // request fits compactTrigger of the window, else compacted; when the
 // summary cannot be made the oldest exchanges are left out (fitContext)
-// and the turn goes on. Subscribers get a notice either way.
-func (c *Owner) fitTurnContext(ctx context.Context, a admission, resolved Resolved, conv conversation) []model.Message {
+// and the turn goes on. Subscribers get a notice either way. A compacted
+// history still over the trigger (a large system prompt, a huge newest
+// exchange) is cut by fitContext as well.
+func (c *Owner) fitTurnContext(ctx context.Context, a admission, resolved Resolved, conv conversation, system string) []model.Message {
 	window := resolved.ContextWindow
 	if window <= 0 {
 		window = DefaultContextWindow
 	}
-	before := c.requestTokens(conv, a.Content.Text)
+	before := c.requestTokens(conv, system, a.Content.Text)
+	if before*100 <= window*compactTrigger {
+		return conv.msgs
+	}
 	history := conv.msgs
-	if before*100 > window*compactTrigger {
-		res, err := c.compact(ctx, a.SessionID, a.TurnID, resolved, conv, a.Content.Text, window, a.ChainSeq, recordPos{a.ChainSeq, 0}, false)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return history // stopped: the caller ends the turn
-		case err != nil:
-			c.log.Warn("context compaction failed; leaving the oldest messages out", "session", a.SessionID, "turn", a.TurnID, "err", err)
-			cut, _ := fitContext(history, window)
-			after := c.requestTokens(conversation{msgs: cut}, a.Content.Text)
-			c.cont.PublishNotice(a.SessionID, compactionNotice(a.TurnID, res, err, before, after))
-		case res.compacted:
-			c.log.Info("context compacted", "session", a.SessionID, "turn", a.TurnID, "before", res.before, "after", res.after)
-			c.cont.PublishNotice(a.SessionID, compactionNotice(a.TurnID, res, nil, 0, 0))
-			history = res.msgs
+	res, err := c.compact(ctx, a.SessionID, a.TurnID, resolved, conv, system, a.Content.Text, window, a.ChainSeq, recordPos{a.ChainSeq, 0}, false)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return history // stopped: the caller ends the turn
+	case err != nil:
+		c.log.Warn("context compaction failed; leaving the oldest messages out", "session", a.SessionID, "turn", a.TurnID, "err", err)
+		cut, omitted := fitContext(history, window)
+		after := c.requestTokens(conversation{msgs: cut}, system, a.Content.Text)
+		c.cont.PublishNotice(a.SessionID, compactionNotice(a.TurnID, res, err, before, after))
+		c.log.Info("earlier messages left out to fit the context window", "session", a.SessionID, "turn", a.TurnID,
+			"omitted", omitted, "kept", len(cut))
+		return cut
+	case res.compacted:
+		c.log.Info("context compacted", "session", a.SessionID, "turn", a.TurnID, "before", res.before, "after", res.after)
+		c.cont.PublishNotice(a.SessionID, compactionNotice(a.TurnID, res, nil, 0, 0))
+		history = res.msgs
+		if res.after*100 <= window*compactTrigger {
+			return history
 		}
 	}
-	history, omitted := fitContext(history, window)
+	cut, omitted := fitContext(history, window)
 	if omitted > 0 {
 		c.log.Info("earlier messages left out to fit the context window", "session", a.SessionID, "turn", a.TurnID,
-			"omitted", omitted, "kept", len(history))
+			"omitted", omitted, "kept", len(cut))
 	}
-	return history
+	return cut
 }
 
 // handleCompact serves session.compact: an idle session's conversation is
@@ -484,11 +498,22 @@ func (c *Owner) handleCompact(ctx context.Context, call *host.Call) host.Outcome
 		window = DefaultContextWindow
 	}
 	next := tip + 1
-	conv, err := c.replayConversation(ctx, admission{SessionID: in.SessionID, ChainSeq: next})
+	a := admission{SessionID: in.SessionID, ChainSeq: next}
+	conv, err := c.replayConversation(ctx, a)
 	if err != nil {
 		return c.opFailure(string(protocol.OpSessionCompact), in.SessionID, err)
 	}
-	res, err := c.compact(ctx, in.SessionID, "", resolved, conv, "", window, next, recordPos{next, 0}, true)
+	// The counts are of the request the next turn would make.
+	workspace := sum.Workspace.Path
+	if abs, err := filepath.Abs(workspace); err == nil {
+		workspace = abs
+	}
+	policy, err := c.permissionPolicy(ctx, in.SessionID, workspace)
+	if err != nil {
+		return c.opFailure(string(protocol.OpSessionCompact), in.SessionID, err)
+	}
+	system := c.systemPrompt(ctx, a, workspace, policy)
+	res, err := c.compact(ctx, in.SessionID, "", resolved, conv, system, "", window, next, recordPos{next, 0}, true)
 	if err != nil {
 		if errors.Is(err, store.ErrCommitOutcomeUnknown) {
 			return host.Fail(protocol.ErrCommitOutcomeUnknown, protocol.MessageOperationFailed)

@@ -87,14 +87,20 @@ func TestConversationDropsAResultWhoseCallWasSummarised(t *testing.T) {
 }
 
 func TestRequestTokensPreferTheProvidersUsage(t *testing.T) {
-	c := &Owner{opts: Options{System: strings.Repeat("s", 300)}}
+	c := &Owner{}
+	system := strings.Repeat("s", 300)
 	conv := conversation{msgs: []model.Message{{Role: model.RoleUser, Text: strings.Repeat("u", 284)}, {Role: model.RoleAssistant, Text: strings.Repeat("a", 584)}}}
-	if got := c.requestTokens(conv, ""); got != (300+300+600)/bytesPerToken {
+	if got := c.requestTokens(conv, system, ""); got != (300+300+600)/bytesPerToken {
 		t.Fatalf("estimate %d", got)
 	}
 	conv.usage, conv.usageAt = 1000, 1
-	if got := c.requestTokens(conv, strings.Repeat("p", 284)); got != 1000+(600+300)/bytesPerToken {
+	if got := c.requestTokens(conv, system, strings.Repeat("p", 284)); got != 1000+(600+300)/bytesPerToken {
 		t.Fatalf("with usage %d", got)
+	}
+	// A provider that reports less than the estimate is not believed.
+	conv.usage = 5
+	if got := c.requestTokens(conv, system, strings.Repeat("p", 284)); got != (300+300+600+300)/bytesPerToken {
+		t.Fatalf("with a usage below the estimate %d", got)
 	}
 }
 

@@ -240,10 +240,6 @@ func (c *Owner) runAgent(ctx context.Context, rec *recorder, a admission, sum pr
 		return agent.Outcome{Status: agent.StatusFailed, StopReason: agent.StopError, FailureClass: agent.FailureRuntimeError,
 			Message: "Cannot build model context: the session history could not be read"}
 	}
-	history := c.fitTurnContext(ctx, a, resolved, conv) // compaction.go
-	if out, stopped := agent.Stopped(ctx); stopped {
-		return out
-	}
 	workspace := sum.Workspace.Path
 	if abs, err := filepath.Abs(workspace); err == nil {
 		workspace = abs
@@ -257,10 +253,15 @@ func (c *Owner) runAgent(ctx context.Context, rec *recorder, a admission, sum pr
 		return agent.Outcome{Status: agent.StatusFailed, StopReason: agent.StopError, FailureClass: agent.FailureRuntimeError,
 			Message: "Cannot decide tool calls: the session's permission policy could not be read"}
 	}
+	system := c.systemPrompt(ctx, a, workspace, policy)
+	history := c.fitTurnContext(ctx, a, resolved, conv, system) // compaction.go
+	if out, stopped := agent.Stopped(ctx); stopped {
+		return out
+	}
 	turn := agent.Turn{
 		SessionID: a.SessionID, TurnID: a.TurnID, RunID: a.RunID,
 		Prompt: a.Content.Text, History: history, Workspace: workspace, Protected: c.opts.Protected,
-		Provider: resolved.Provider, Model: resolved.Model, System: c.systemPrompt(ctx, a, workspace, policy),
+		Provider: resolved.Provider, Model: resolved.Model, System: system,
 		Effort: c.effort(ctx, a.SessionID),
 		Tools:  c.opts.Tools, Permissions: tools.NewEngine(policy),
 		MaxSteps: c.opts.MaxSteps, Step: c.opts.Step, Now: c.opts.Now, NewID: c.opts.NewID,
