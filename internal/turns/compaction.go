@@ -264,8 +264,8 @@ func (c *Owner) compact(ctx context.Context, sessionID, turnID string, resolved 
 			}
 		}
 	}
-	if len(msgs) == 0 || conv.summarized && cut == 1 && conv.pos[0] == end {
-		return res, nil // nothing older than what is kept, or only the summary
+	if len(msgs) == 0 || conv.summarized && cut == 1 {
+		return res, nil // nothing older than what is kept but the last summary
 	}
 	keep := end
 	if cut < len(msgs) {
