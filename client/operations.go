@@ -104,3 +104,14 @@ func (c *Conn) SetCredential(ctx context.Context, in protocol.CredentialVaultSet
 func (c *Conn) DeleteCredential(ctx context.Context, in protocol.CredentialVaultDeleteInput) (protocol.CredentialVaultMutateResult, error) {
 	return typed[protocol.CredentialVaultMutateResult](c, ctx, protocol.OpCredentialVaultDelete, in)
 }
+
+// CompactSession calls the session.compact extension.
+func (c *Conn) CompactSession(ctx context.Context, in protocol.SessionCompactInput) (protocol.SessionCompactResult, error) {
+	return typed[protocol.SessionCompactResult](c, ctx, protocol.OpSessionCompact, in)
+}
+
+// SetConnectionContextWindow calls the connection.context-window.set
+// extension.
+func (c *Conn) SetConnectionContextWindow(ctx context.Context, in protocol.ConnectionContextWindowSetInput) (protocol.CatalogUpdateResult, error) {
+	return typed[protocol.CatalogUpdateResult](c, ctx, protocol.OpConnectionContextWindowSet, in)
+}

@@ -63,9 +63,27 @@ type pushItem struct {
 // ID returns the subscription id.
 func (s *Subscription) ID() string { return s.id }
 
+// SubscriptionOption configures OpenSubscription.
+type SubscriptionOption func(*subscriptionOptions)
+
+type subscriptionOptions struct{ notices bool }
+
+// WithNotices asks for the session's notice frames too
+// (protocol.NoticeFrame) with subscription.notices.set, an extension of
+// docs/protocol.md, once the subscription is open; a notice published
+// before that is not received.
+func WithNotices() SubscriptionOption {
+	return func(o *subscriptionOptions) { o.notices = true }
+}
+
 // OpenSubscription calls subscription.open and registers the subscription
 // before any of its frames can be read.
-func (c *Conn) OpenSubscription(ctx context.Context, sessionID string) (*Subscription, error) {
+func (c *Conn) OpenSubscription(ctx context.Context, sessionID string, opts ...SubscriptionOption) (*Subscription, error) {
+	in := protocol.SubscriptionOpenInput{SessionID: sessionID}
+	var o subscriptionOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	var sub *Subscription
 	// A subscription opened after the caller gave up is closed again, and
 	// its frames are dropped meanwhile.
@@ -74,7 +92,7 @@ func (c *Conn) OpenSubscription(ctx context.Context, sessionID string) (*Subscri
 			c.retireID(open.SubscriptionID)
 		}
 	}
-	res, err := c.callLate(ctx, protocol.OpSubscriptionOpen, protocol.SubscriptionOpenInput{SessionID: sessionID}, func(r any) error {
+	res, err := c.callLate(ctx, protocol.OpSubscriptionOpen, in, func(r any) error {
 		open, ok := r.(protocol.SubscriptionOpenResult)
 		switch {
 		case !ok:
@@ -103,6 +121,13 @@ func (c *Conn) OpenSubscription(ctx context.Context, sessionID string) (*Subscri
 		return nil, err
 	}
 	_ = res
+	if o.notices {
+		if _, err := c.call(ctx, protocol.OpSubscriptionNoticesSet,
+			protocol.SubscriptionNoticesSetInput{SubscriptionID: sub.id, Enabled: true}, nil); err != nil {
+			_ = sub.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
 	return sub, nil
 }
 
@@ -196,7 +221,7 @@ func (s *Subscription) accept(frame any, raw protocol.Value) SubscriptionFailure
 			return SubscriptionRevisionInvalid
 		}
 		s.revision = int64(rev.Number())
-	case protocol.KindSubscriptionDelta, protocol.KindSubscriptionEvent:
+	case protocol.KindSubscriptionDelta, protocol.KindSubscriptionEvent, protocol.KindSubscriptionNotice:
 		if str("sessionId") != s.sessionID {
 			return SubscriptionCorrelationChanged
 		}
@@ -239,7 +264,7 @@ func (s *Subscription) failLocal(reason SubscriptionFailure) {
 }
 
 // Next returns the next push frame: a protocol.ProjectionFrame, DeltaFrame,
-// EventFrame or ClosedFrame. It returns io.EOF once the subscription has
+// EventFrame, NoticeFrame (WithNotices) or ClosedFrame. It returns io.EOF once the subscription has
 // ended normally, or a *SubscriptionError.
 func (s *Subscription) Next(ctx context.Context) (any, error) {
 	for {

@@ -47,6 +47,7 @@ func shapeCases(t *testing.T) []shCase {
 	docs(OpInteractionQuery, false, map[string]string{"query": `{"sessionId":"s-1","interactionId":"req_9"}`})
 	docs(OpInteractionAnswer, false, ixValidAnswerInputs())
 	docs(OpInteractionAnswer, true, ixValidAnsweredSnapshots())
+	cases = append(cases, compactValidCases()...)
 	cases = append(cases, shapeExtraCases...)
 	return cases
 }

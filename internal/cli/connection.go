@@ -39,7 +39,7 @@ never from the command line.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newConnectionAddCommand(), newConnectionListCommand(), newConnectionRemoveCommand(),
-		newConnectionDefaultCommand(), newConnectionSetKeyCommand())
+		newConnectionDefaultCommand(), newConnectionSetKeyCommand(), newConnectionEditCommand())
 	return cmd
 }
 
@@ -364,6 +364,7 @@ type connectionAddOptions struct {
 	keyEnv   string
 	noKey    bool
 	setDef   bool
+	window   int64
 }
 
 func newConnectionAddCommand() *cobra.Command {
@@ -396,6 +397,7 @@ Providers: ` + strings.Join(protocol.ProviderTypes, ", ") + `.`,
 	f.StringVar(&o.keyEnv, "key-env", "", "read the API key from this environment variable instead of stdin")
 	f.BoolVar(&o.noKey, "no-key", false, "store no API key (set one later with 'maka connection set-key')")
 	f.BoolVar(&o.setDef, "default", false, "make the first --model the default target even if one is set")
+	f.Int64Var(&o.window, "context-window", 0, "context window of the models, in tokens, where the provider does not say (default: 128000)")
 	_ = cmd.MarkFlagRequired("provider")
 	_ = cmd.MarkFlagRequired("model")
 	cmd.MarkFlagsMutuallyExclusive("key-env", "no-key")
@@ -434,6 +436,9 @@ func connectionAdd(cmd *cobra.Command, o connectionAddOptions, args []string) er
 		if slices.Contains(o.models[:i], m) {
 			return exitf(2, "--model %s is given twice", m)
 		}
+	}
+	if o.window < 0 || o.window > protocol.MaxSafeInteger {
+		return exitf(2, "--context-window must be a positive number of tokens")
 	}
 	name := o.name
 	if name == "" {
@@ -501,6 +506,12 @@ func connectionAdd(cmd *cobra.Command, o connectionAddOptions, args []string) er
 	}
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "added connection %s (%s, models %s)\n", slug, o.provider, strings.Join(o.models, ", "))
+	if o.window > 0 {
+		if err := setContextWindow(ctx, conn, created.Connection, o.window); err != nil {
+			return exitf(1, "the connection was added but not its context window: %v; retry with 'maka connection edit %s --context-window %d%s'", err, slug, o.window, hint)
+		}
+		fmt.Fprintf(out, "context window: %d tokens\n", o.window)
+	}
 	added := &catalogConnection{CatalogConnectionHeader: protocol.CatalogConnectionHeader{
 		ConnectionID: created.Connection.ConnectionID, Slug: slug, ProviderType: o.provider}}
 	if key != "" {

@@ -91,7 +91,7 @@ ${XDG_CONFIG_HOME:-~/.config}/Maka/workspaces/default.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddGroup(&cobra.Group{ID: groupAgent, Title: "Agent sessions:"}, &cobra.Group{ID: groupSetup, Title: "Setup and the runtime host:"})
-	for _, c := range []*cobra.Command{newRunCommand(), newSessionsCommand(), newAttachCommand()} {
+	for _, c := range []*cobra.Command{newRunCommand(), newSessionsCommand(), newAttachCommand(), newCompactCommand()} {
 		c.GroupID = groupAgent
 		root.AddCommand(c)
 	}

@@ -543,7 +543,7 @@ func (r *turnRun) execute(ctx context.Context) (int, error) {
 	}
 	r.p.emit(event{Type: "session", SessionID: sum.SessionID, Workspace: sum.Workspace.Path, Created: &created,
 		PermissionMode: string(sum.PermissionMode), Sandbox: box})
-	sub, err := conn.OpenSubscription(ctx, sum.SessionID)
+	sub, err := conn.OpenSubscription(ctx, sum.SessionID, client.WithNotices())
 	if err != nil {
 		return 0, callError(ctx, "cannot follow session "+sum.SessionID, err)
 	}
@@ -838,7 +838,7 @@ func (f *follower) follow(ctx context.Context, sub *client.Subscription) (protoc
 			if (errors.As(err, &se) || errors.Is(err, io.EOF)) && f.conn.Err() == nil && reopened < maxResubscribe {
 				reopened++
 				f.p.notef("maka: live output interrupted (%v); resuming", err)
-				sub, err = f.conn.OpenSubscription(ctx, f.sessionID)
+				sub, err = f.conn.OpenSubscription(ctx, f.sessionID, client.WithNotices())
 				if err == nil {
 					// Frames may have been missed: ask for the turn.
 					if snap, done := f.projection(ctx, sub.Open.Snapshot, true); done {
@@ -860,6 +860,10 @@ func (f *follower) follow(ctx context.Context, sub *client.Subscription) (protoc
 		case protocol.EventFrame:
 			if fr.Event.TurnID == f.turnID {
 				f.p.tool(fr.Event)
+			}
+		case protocol.NoticeFrame:
+			if fr.Notice.TurnID == f.turnID || fr.Notice.TurnID == "" {
+				f.p.notice(fr.Notice)
 			}
 		case protocol.ProjectionFrame:
 			if snap, done := f.projection(ctx, fr.Snapshot, true); done {
@@ -1036,6 +1040,16 @@ func (p *printer) result(ev event) {
 // notef writes a line to stderr in text mode. When stdout is a terminal
 // in the middle of a line, that line is ended first so that the two
 // streams do not share a line.
+// notice prints a session notice ("context compacted (N → M tokens)") on
+// stderr, in --json mode too: it is not part of the turn's output.
+func (p *printer) notice(n protocol.SessionNotice) {
+	if p.stdoutTTY && !p.atLineStart && p.enc == nil {
+		fmt.Fprintln(p.stdout)
+		p.atLineStart = true
+	}
+	fmt.Fprintf(p.stderr, "maka: %s\n", n.Message)
+}
+
 func (p *printer) notef(format string, args ...any) {
 	if p.enc != nil {
 		return

@@ -23,6 +23,9 @@ type Connection struct {
 	ModelSource     string                          `json:"modelSource,omitempty"` // "" before model discovery
 	ModelsFetchedAt *int64                          `json:"modelsFetchedAt,omitempty"`
 	LastTest        *protocol.ConnectionTestSummary `json:"lastTest,omitempty"`
+	// ContextWindow is the declared context window of the connection's
+	// models in tokens (0: none), for a model discovery did not describe.
+	ContextWindow int64 `json:"contextWindow,omitempty"`
 }
 
 // MarshalJSON encodes nil lists as empty arrays.
@@ -109,8 +112,11 @@ func decodeCatalog(body []byte) (Catalog, error) {
 func decodeConnection(d *protocol.D, v protocol.Value, path string) Connection {
 	o := d.Closed(v, path,
 		[]string{"connectionId", "revision", "slug", "name", "providerType", "enabled", "enabledModelIds", "models"},
-		[]string{"baseUrl", "modelSource", "modelsFetchedAt", "lastTest"})
+		[]string{"baseUrl", "modelSource", "modelsFetchedAt", "lastTest", "contextWindow"})
 	var c Connection
+	if o.Has("contextWindow") {
+		c.ContextWindow = o.PosCount("contextWindow")
+	}
 	c.ConnectionID = o.String("connectionId", 36, 36)
 	if !d.Failed() && !protocol.IsUUID(c.ConnectionID) {
 		d.Fail(path+".connectionId", "not a UUID")
@@ -480,6 +486,30 @@ func (c *Settings) catalogUpdate(ctx context.Context, call *host.Call) host.Outc
 			(!conn.Enabled || !slices.Contains(conn.EnabledModelIDs, t.ModelID)) {
 			return protocol.InvalidDefaultTarget{Target: *t}, false, nil
 		}
+		next := cat
+		next.Connections = slices.Clone(cat.Connections)
+		next.Connections[i] = conn
+		rev, err := c.storeCatalog(ctx, cat.Revision, next)
+		if err != nil {
+			return nil, false, err
+		}
+		return protocol.CatalogConnectionCommitted{CatalogRevision: rev,
+			Connection: protocol.ConnectionVersionBasis{ConnectionID: conn.ConnectionID, Revision: conn.Revision}}, true, nil
+	})
+}
+
+// contextWindowSet serves connection.context-window.set (an extension,
+// docs/protocol.md): the connection declares the context window of its
+// models; a model that discovery described keeps its own.
+func (c *Settings) contextWindowSet(ctx context.Context, call *host.Call) host.Outcome {
+	in, ok := call.Input.(protocol.ConnectionContextWindowSetInput)
+	if !ok {
+		return internalFailure
+	}
+	return c.mutateConnection(ctx, in.Expected, func(ctx context.Context, cat Catalog, i int) (any, bool, error) {
+		conn := cat.Connections[i]
+		conn.ContextWindow = in.ContextWindow
+		conn.Revision++
 		next := cat
 		next.Connections = slices.Clone(cat.Connections)
 		next.Connections[i] = conn

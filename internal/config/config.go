@@ -126,6 +126,8 @@ func (c *Settings) Handlers() host.Handlers {
 		protocol.OpCredentialVaultQuery:              c.vaultQuery,
 		protocol.OpCredentialVaultSet:                c.vaultSet,
 		protocol.OpCredentialVaultDelete:             c.vaultDelete,
+		// An extension of docs/protocol.md.
+		protocol.OpConnectionContextWindowSet: c.contextWindowSet,
 	}
 }
 

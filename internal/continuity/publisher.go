@@ -126,7 +126,25 @@ func (c *Publisher) Handlers() host.Handlers {
 	return host.Handlers{
 		protocol.OpSubscriptionOpen:  c.open,
 		protocol.OpSubscriptionClose: c.close,
+		// An extension (docs/protocol.md): notices are opt-in per
+		// subscription, so a v0 client never receives a frame it
+		// cannot decode.
+		protocol.OpSubscriptionNoticesSet: c.setNotices,
 	}
+}
+
+// setNotices serves subscription.notices.set for a subscription of the
+// calling connection.
+func (c *Publisher) setNotices(_ context.Context, call *host.Call) host.Outcome {
+	in := call.Input.(protocol.SubscriptionNoticesSetInput)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.subs[in.SubscriptionID]
+	if s == nil || s.connState == nil || s.connState.id != call.Conn.ConnectionID || s.connState.gone {
+		return host.Fail(protocol.ErrNotFound, "Session subscription was not found")
+	}
+	s.notices = in.Enabled
+	return host.OK(in)
 }
 
 func (c *Publisher) snapshot(st *sessionState) protocol.SessionContinuitySnapshot {
@@ -489,6 +507,32 @@ func (c *Publisher) AcceptRuntimeEvent(sessionID, runID string, ev Event) error 
 	return nil
 }
 
+// PublishNotice sends a notice about sessionID to its subscribers that
+// asked for notices (subscription.open with notices); the others, v0
+// clients among them, never see one. Like runtime events, a notice is
+// live only: a subscriber that falls behind is evicted.
+func (c *Publisher) PublishNotice(sessionID string, n protocol.SessionNotice) {
+	c.mu.Lock()
+	st := c.sessions[sessionID]
+	if c.closed || st == nil {
+		c.mu.Unlock()
+		return
+	}
+	var touched []*subscriber
+	for s := range st.subscribers {
+		if !s.notices {
+			continue
+		}
+		if s.pushLocked(func(seq int64) any {
+			return protocol.NoticeFrame{HostEpoch: c.epoch, SubscriptionID: s.id, Sequence: seq, SessionID: sessionID, Notice: n}
+		}) {
+			touched = append(touched, s)
+		}
+	}
+	c.mu.Unlock()
+	pumpAll(touched)
+}
+
 // Close tears every subscription down without frames; later opens fail.
 func (c *Publisher) Close() {
 	c.mu.Lock()
@@ -527,6 +571,7 @@ type subscriber struct {
 	connState *connState
 
 	// guarded by c.mu
+	notices     bool // asked for notice frames (subscription.notices.set)
 	active      bool
 	removed     bool
 	evicted     bool

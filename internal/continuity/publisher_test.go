@@ -247,7 +247,7 @@ func decodeFrame(t *testing.T, b []byte) any {
 		t.Fatalf("push frame rejected by the codec: %v", err)
 	}
 	switch fr.(type) {
-	case protocol.ProjectionFrame, protocol.DeltaFrame, protocol.EventFrame, protocol.ClosedFrame:
+	case protocol.ProjectionFrame, protocol.DeltaFrame, protocol.EventFrame, protocol.ClosedFrame, protocol.NoticeFrame:
 	default:
 		t.Fatalf("not a push frame: %#v", fr)
 	}
@@ -263,6 +263,8 @@ func envelope(fr any) (hostEpoch, subscriptionID string, sequence int64) {
 	case protocol.EventFrame:
 		return f.HostEpoch, f.SubscriptionID, f.Sequence
 	case protocol.ClosedFrame:
+		return f.HostEpoch, f.SubscriptionID, f.Sequence
+	case protocol.NoticeFrame:
 		return f.HostEpoch, f.SubscriptionID, f.Sequence
 	}
 	return "", "", 0
@@ -1233,5 +1235,36 @@ func TestCloseTearsDownAndRefusesLaterOpens(t *testing.T) {
 	}
 	if n := h.store.readCount("s1"); n != 1 {
 		t.Fatalf("%d projection reads, want only the open's", n)
+	}
+}
+
+func TestNoticesReachOnlySubscriptionsThatAskedForThem(t *testing.T) {
+	h := newHarness(t)
+	h.store.add("s1")
+	plain, asked := newFakeConn(t, "conn-v0"), newFakeConn(t, "conn-notices")
+	h.openActive(plain, "s1")
+	res := h.openActive(asked, "s1")
+	// Only the subscription's own connection may ask for its notices.
+	if out := h.call(plain, protocol.OpSubscriptionNoticesSet, protocol.SubscriptionNoticesSetInput{SubscriptionID: res.SubscriptionID, Enabled: true}); out.Err == nil || out.Err.Code != protocol.ErrNotFound {
+		t.Fatalf("notices.set from another connection: %+v", out)
+	}
+	if out := h.call(asked, protocol.OpSubscriptionNoticesSet, protocol.SubscriptionNoticesSetInput{SubscriptionID: res.SubscriptionID, Enabled: true}); out.Err != nil {
+		t.Fatalf("notices.set: %+v", out.Err)
+	}
+	n := protocol.SessionNotice{Kind: protocol.NoticeContextCompacted, TurnID: "turn-s1", BeforeTokens: 900, AfterTokens: 300, Message: "context compacted (900 → 300 tokens)"}
+	h.c.PublishNotice("s1", n)
+	h.acceptText("s1", 1)
+	plain.flushAll()
+	asked.flushAll()
+	if frames := plain.frames(); len(frames) != 1 {
+		t.Fatalf("v0 subscription got %s, want only the delta", describe(frames))
+	}
+	frames := asked.frames()
+	requireGapless(t, res.SubscriptionID, frames)
+	if len(frames) != 2 {
+		t.Fatalf("got %s, want the notice and the delta", describe(frames))
+	}
+	if f, ok := frames[0].(protocol.NoticeFrame); !ok || f.Notice != n || f.SessionID != "s1" {
+		t.Fatalf("frame 0: %#v", frames[0])
 	}
 }

@@ -38,7 +38,8 @@ const (
 )
 
 // Migrations are the domain schema steps after the store's built-in schema.
-var Migrations = []store.Migration{sessions.Migration, tasks.Migration, turns.Migration, interactions.Migration, messages.Migration}
+var Migrations = []store.Migration{sessions.Migration, tasks.Migration, turns.Migration, interactions.Migration, messages.Migration,
+	turns.CompactionMigration}
 
 // Options configures the domain beyond its storage root.
 type Options struct {

@@ -50,12 +50,14 @@ func (c *Composition) resolveModel(ctx context.Context, target protocol.ModelTar
 		return turns.Resolved{}, fmt.Errorf("no model is chosen for connection %q", conn.Slug)
 	}
 	cfg := model.Config{ProviderType: conn.ProviderType, BaseURL: conn.BaseURL, Model: modelID, HTTPClient: c.httpClient}
-	var contextWindow int64
+	contextWindow := conn.ContextWindow // declared; a discovered model's own wins
 	for _, m := range conn.Models {
 		if m.ID == modelID {
 			cfg.APIProtocol = m.APIProtocol
 			cfg.Reasoning = m.Capabilities != nil && m.Capabilities.Reasoning != nil && *m.Capabilities.Reasoning
-			contextWindow = m.ContextWindow
+			if m.ContextWindow > 0 {
+				contextWindow = m.ContextWindow
+			}
 		}
 	}
 	switch protocol.ProviderAuth(conn.ProviderType) {

@@ -29,9 +29,9 @@ type watcher struct {
 
 // watch opens a subscription to sessionID on c and reads it until the
 // subscription or the connection ends, or the test ends.
-func watch(t *testing.T, c *client.Conn, sessionID string) *watcher {
+func watch(t *testing.T, c *client.Conn, sessionID string, opts ...client.SubscriptionOption) *watcher {
 	t.Helper()
-	sub, err := c.OpenSubscription(opCtx(t), sessionID)
+	sub, err := c.OpenSubscription(opCtx(t), sessionID, opts...)
 	if err != nil {
 		t.Fatalf("subscription.open %s: %v", sessionID, err)
 	}
@@ -151,6 +151,8 @@ func sequenceOf(f any) int64 {
 		return f.Sequence
 	case protocol.ClosedFrame:
 		return f.Sequence
+	case protocol.NoticeFrame:
+		return f.Sequence
 	}
 	return -1
 }
@@ -206,6 +208,8 @@ func outline(frames []any) []string {
 			step = f.Event.Type + ":" + names[f.Event.ToolUseID]
 		case protocol.ClosedFrame:
 			step = "closed:" + f.Reason
+		case protocol.NoticeFrame:
+			step = "notice:" + f.Notice.Kind
 		default:
 			step = fmt.Sprintf("%T", f)
 		}

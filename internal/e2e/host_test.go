@@ -50,6 +50,13 @@ func newHostSpeaking(t *testing.T, providerType string, reply func(*modeltest.Re
 // one).
 func newHostAt(t *testing.T, root, providerType string, reply func(*modeltest.Request) modeltest.Reply) *testHost {
 	t.Helper()
+	return newHostWindow(t, root, providerType, 0, reply)
+}
+
+// newHostWindow is newHostAt with the context window the fake model's
+// connection declares (0: none).
+func newHostWindow(t *testing.T, root, providerType string, window int64, reply func(*modeltest.Request) modeltest.Reply) *testHost {
+	t.Helper()
 	// Registered first, so it runs last: no idle model connection outlives
 	// the test.
 	transport := &http.Transport{}
@@ -59,7 +66,7 @@ func newHostAt(t *testing.T, root, providerType string, reply func(*modeltest.Re
 	dh := domaintest.Start(t, root, domain.Options{HTTPClient: &http.Client{Transport: transport}})
 	h := &testHost{t: t, host: dh, model: srv}
 	h.conn = h.dial()
-	if err := modeltest.ConfigureProvider(opCtx(t), h.conn, providerType, srv.BaseURL(), apiKey); err != nil {
+	if err := modeltest.ConfigureWindow(opCtx(t), h.conn, providerType, srv.BaseURL(), apiKey, window); err != nil {
 		t.Fatal(err)
 	}
 	return h

@@ -19,6 +19,12 @@ func Configure(ctx context.Context, c *client.Conn, baseURL, apiKey string) erro
 // ConfigureProvider is Configure with the connection's provider type:
 // "openai-responses-compatible" makes the host speak the Responses API.
 func ConfigureProvider(ctx context.Context, c *client.Conn, providerType, baseURL, apiKey string) error {
+	return ConfigureWindow(ctx, c, providerType, baseURL, apiKey, 0)
+}
+
+// ConfigureWindow is ConfigureProvider with the context window the
+// connection declares for its model (0: none).
+func ConfigureWindow(ctx context.Context, c *client.Conn, providerType, baseURL, apiKey string, window int64) error {
 	q, err := c.QueryConnectionCatalog(ctx, protocol.CatalogQueryInput{})
 	if err != nil {
 		return fmt.Errorf("catalog query: %w", err)
@@ -40,6 +46,15 @@ func ConfigureProvider(ctx context.Context, c *client.Conn, providerType, baseUR
 	conn, ok := created.(protocol.CatalogConnectionCommitted)
 	if !ok {
 		return fmt.Errorf("connection create: %#v", created)
+	}
+	if window > 0 {
+		set, err := c.SetConnectionContextWindow(ctx, protocol.ConnectionContextWindowSetInput{Expected: conn.Connection, ContextWindow: window})
+		if err != nil {
+			return fmt.Errorf("context window: %w", err)
+		}
+		if conn, ok = set.(protocol.CatalogConnectionCommitted); !ok {
+			return fmt.Errorf("context window: %#v", set)
+		}
 	}
 	set, err := c.SetDefaultConnectionTarget(ctx, protocol.CatalogSetDefaultTargetInput{
 		ExpectedCatalogRevision: conn.CatalogRevision,

@@ -277,6 +277,9 @@ func (c *Owner) Handlers() host.Handlers {
 		protocol.OpTurnStart: c.handleStart,
 		protocol.OpTurnQuery: c.handleQuery,
 		protocol.OpTurnStop:  c.handleStop,
+		// session.compact belongs to the session owner: it refuses a
+		// session whose root turn runs (compaction.go).
+		protocol.OpSessionCompact: c.handleCompact,
 	}
 	for _, part := range []host.Handlers{c.cont.Handlers(), c.inter.Handlers()} {
 		maps.Copy(hs, part)

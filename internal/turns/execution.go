@@ -231,7 +231,7 @@ func (c *Owner) runAgent(ctx context.Context, rec *recorder, a admission, sum pr
 		return agent.Outcome{Status: agent.StatusFailed, StopReason: agent.StopError, FailureClass: "model_unavailable", Message: err.Error()}
 	}
 	rec.model, rec.connection = resolved.Model, resolved.ConnectionSlug
-	history, err := c.replay(ctx, a)
+	conv, err := c.replayConversation(ctx, a)
 	if out, stopped := agent.Stopped(ctx); stopped {
 		return out
 	}
@@ -239,11 +239,6 @@ func (c *Owner) runAgent(ctx context.Context, rec *recorder, a admission, sum pr
 		c.log.Error("turn history unreadable", "session", a.SessionID, "err", err)
 		return agent.Outcome{Status: agent.StatusFailed, StopReason: agent.StopError, FailureClass: agent.FailureRuntimeError,
 			Message: "Cannot build model context: the session history could not be read"}
-	}
-	history, omitted := fitContext(history, resolved.ContextWindow)
-	if omitted > 0 {
-		c.log.Info("earlier messages left out to fit the context window", "session", a.SessionID, "turn", a.TurnID,
-			"omitted", omitted, "kept", len(history))
 	}
 	workspace := sum.Workspace.Path
 	if abs, err := filepath.Abs(workspace); err == nil {
@@ -259,10 +254,15 @@ func (c *Owner) runAgent(ctx context.Context, rec *recorder, a admission, sum pr
 			Message: "Cannot decide tool calls: the session's permission policy could not be read"}
 	}
 	turnTools := c.turnTools(ctx)
+	system := c.systemPrompt(ctx, a, workspace, policy, turnTools)
+	history := c.fitTurnContext(ctx, a, resolved, conv, system) // compaction.go
+	if out, stopped := agent.Stopped(ctx); stopped {
+		return out
+	}
 	turn := agent.Turn{
 		SessionID: a.SessionID, TurnID: a.TurnID, RunID: a.RunID,
 		Prompt: a.Content.Text, History: history, Workspace: workspace, Protected: c.opts.Protected,
-		Provider: resolved.Provider, Model: resolved.Model, System: c.systemPrompt(ctx, a, workspace, policy, turnTools),
+		Provider: resolved.Provider, Model: resolved.Model, System: system,
 		Effort: c.effort(ctx, a.SessionID),
 		Tools:  turnTools, Permissions: tools.NewEngine(policy),
 		MaxSteps: c.opts.MaxSteps, Step: c.opts.Step, Now: c.opts.Now, NewID: c.opts.NewID,

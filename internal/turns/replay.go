@@ -27,10 +27,24 @@ import (
 // are read: a turn's start costs what its predecessors added, not the
 // whole record.
 func (c *Owner) replay(ctx context.Context, a admission) ([]model.Message, error) {
+	conv, err := c.replayConversation(ctx, a)
+	return conv.msgs, err
+}
+
+// replayConversation is replay with what compaction needs: the position
+// of each message in the record, the latest compaction record before a
+// (honoured: its summary stands for everything before its keep point), and
+// the last token usage the provider reported.
+func (c *Owner) replayConversation(ctx context.Context, a admission) (conversation, error) {
 	h := c.histories.take(a.SessionID)
 	var events []recordEvent
+	var comp compactionRecord
 	err := c.opts.Store.Read(ctx, func(q store.Querier) error {
 		events = events[:0]
+		var err error
+		if comp, err = latestCompaction(q, a.SessionID, a.ChainSeq); err != nil {
+			return err
+		}
 		if h != nil && h.upto < a.ChainSeq {
 			// The record it was built from must still be the session's.
 			var runID string
@@ -49,20 +63,20 @@ func (c *Owner) replay(ctx context.Context, a admission) ([]model.Message, error
 		}
 		// Deltas are the bulk of a record and replay has no use for them:
 		// a step's text and thinking are in their complete events.
-		rows, err := q.Query(`SELECT a.chain_seq, a.run_id, e.type, e.payload FROM turn_admissions a
+		rows, err := q.Query(`SELECT a.chain_seq, a.run_id, e.seq, e.type, e.payload FROM turn_admissions a
 			JOIN run_events e ON e.run_id = a.run_id
 			WHERE a.session_id = ? AND a.chain_seq > ? AND a.chain_seq < ?
-				AND e.type IN (?, ?, ?, ?, ?, ?)
+				AND e.type IN (?, ?, ?, ?, ?, ?, ?)
 			ORDER BY a.chain_seq, e.seq`, a.SessionID, h.upto, a.ChainSeq,
 			sessions.EventUserMessage, sessions.EventSteeringMessage, sessions.EventTextComplete,
-			sessions.EventThinkingComplete, sessions.EventToolCallStarted, sessions.EventToolCallFinished)
+			sessions.EventThinkingComplete, sessions.EventToolCallStarted, sessions.EventToolCallFinished, EventTokenUsage)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
 			var ev recordEvent
-			if err := rows.Scan(&ev.chainSeq, &ev.runID, &ev.typ, &ev.payload); err != nil {
+			if err := rows.Scan(&ev.chainSeq, &ev.runID, &ev.seq, &ev.typ, &ev.payload); err != nil {
 				return err
 			}
 			events = append(events, ev)
@@ -70,11 +84,11 @@ func (c *Owner) replay(ctx context.Context, a admission) ([]model.Message, error
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, err
+		return conversation{}, err
 	}
 	for _, ev := range events {
 		if err := h.add(ev); err != nil {
-			return nil, err
+			return conversation{}, err
 		}
 	}
 	// The history covers up to the last turn that had events; a turn
@@ -82,16 +96,25 @@ func (c *Owner) replay(ctx context.Context, a admission) ([]model.Message, error
 	if n := len(events); n > 0 {
 		h.upto, h.uptoRun = events[n-1].chainSeq, events[n-1].runID
 	}
-	out := h.messages()
+	conv := h.conversation(comp)
 	c.histories.put(a.SessionID, h)
-	return out, nil
+	return conv, nil
 }
 
 type recordEvent struct {
 	chainSeq int64  // of the event's turn
 	runID    string // of the event's turn
+	seq      int64  // of the event in its run
 	typ      string
 	payload  []byte
+}
+
+// recordPos is the place of an event in a session's record: its turn's
+// chain sequence, then its sequence in the turn's run.
+type recordPos struct{ chain, seq int64 }
+
+func (p recordPos) before(q recordPos) bool {
+	return p.chain < q.chain || p.chain == q.chain && p.seq < q.seq
 }
 
 // history is a conversation rebuilt from record events, which can be
@@ -99,6 +122,7 @@ type recordEvent struct {
 // with its tool use id (ids may repeat across steps and turns).
 type history struct {
 	msgs  []*model.Message
+	pos   []recordPos                   // of each of msgs: the event that made it
 	steps map[string]*model.Message     // step id → assistant message
 	open  map[string][]*callRef         // tool use id → unanswered calls, oldest first
 	refs  map[*model.Message][]*callRef // assistant message → its calls, in order
@@ -108,6 +132,13 @@ type history struct {
 	uptoRun string
 	// size approximates the memory the history holds.
 	size int
+	// usage is the input and output tokens of the last step the provider
+	// reported usage for, made in turn usageChain when the history had
+	// usageAt messages.
+	usage, usageChain int64
+	usageAt           int
+	// at is the position of the event being added.
+	at recordPos
 }
 
 type callRef struct {
@@ -129,14 +160,29 @@ func (h *history) stepOf(id string) *model.Message {
 	if id != "" {
 		h.steps[id] = m
 	}
-	h.msgs = append(h.msgs, m)
+	h.push(m)
 	return m
+}
+
+// push appends a message made by the event being added.
+func (h *history) push(m *model.Message) {
+	h.msgs = append(h.msgs, m)
+	h.pos = append(h.pos, h.at)
 }
 
 // add applies the next record event.
 func (h *history) add(ev recordEvent) error {
 	h.size += len(ev.payload) + 160 // the decoded text, its message and map entries
+	h.at = recordPos{ev.chainSeq, ev.seq}
 	switch ev.typ {
+	case EventTokenUsage:
+		var u model.Usage
+		if err := json.Unmarshal(ev.payload, &u); err != nil {
+			return fmt.Errorf("turns: replay %s: %w", ev.typ, err)
+		}
+		if u.InputTokens > 0 {
+			h.usage, h.usageChain, h.usageAt = u.InputTokens+max(u.OutputTokens, 0), ev.chainSeq, len(h.msgs)
+		}
 	case sessions.EventUserMessage, sessions.EventSteeringMessage:
 		var p sessions.MessagePayload
 		if err := json.Unmarshal(ev.payload, &p); err != nil {
@@ -146,7 +192,7 @@ func (h *history) add(ev recordEvent) error {
 		if ev.typ == sessions.EventSteeringMessage {
 			text = agent.SteeringText(text)
 		}
-		h.msgs = append(h.msgs, &model.Message{Role: model.RoleUser, Text: text})
+		h.push(&model.Message{Role: model.RoleUser, Text: text})
 	case sessions.EventTextComplete, sessions.EventThinkingComplete:
 		var p sessions.MessagePayload
 		if err := json.Unmarshal(ev.payload, &p); err != nil {
@@ -192,7 +238,7 @@ func (h *history) add(ev recordEvent) error {
 		if name == "" {
 			name = ref.msg.ToolCalls[ref.index].Name
 		}
-		h.msgs = append(h.msgs, &model.Message{Role: model.RoleTool, ToolCallID: p.ToolUseID, ToolName: name, Text: p.Output, IsError: p.IsError})
+		h.push(&model.Message{Role: model.RoleTool, ToolCallID: p.ToolUseID, ToolName: name, Text: p.Output, IsError: p.IsError})
 	}
 	return nil
 }
@@ -201,8 +247,20 @@ func (h *history) add(ev recordEvent) error {
 // are dropped, then the assistant messages left empty. The history itself
 // is left as it is (a later event may still answer a call).
 func (h *history) messages() []model.Message {
+	out, _, _ := h.positioned()
+	return out
+}
+
+// positioned is messages with the position of each, and the index in
+// them from which the provider's last reported usage does not count.
+func (h *history) positioned() ([]model.Message, []recordPos, int) {
 	out := make([]model.Message, 0, len(h.msgs))
-	for _, m := range h.msgs {
+	pos := make([]recordPos, 0, len(h.msgs))
+	usageAt := 0
+	for i, m := range h.msgs {
+		if i == h.usageAt {
+			usageAt = len(out)
+		}
 		msg := *m
 		if m.Role == model.RoleAssistant {
 			n := len(m.ToolCalls)
@@ -218,8 +276,12 @@ func (h *history) messages() []model.Message {
 			}
 		}
 		out = append(out, msg)
+		pos = append(pos, h.pos[i])
 	}
-	return out
+	if h.usageAt >= len(h.msgs) {
+		usageAt = len(out)
+	}
+	return out, pos, usageAt
 }
 
 // answeredCalls returns the calls that got a result: all before first,

@@ -84,7 +84,8 @@ func longSession(tb testing.TB, st *store.Store, turns int) admission {
 func BenchmarkReplay(b *testing.B) {
 	for _, turns := range []int{50, 500} {
 		st, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "maka.db"),
-			store.Options{Migrations: []store.Migration{sessions.Migration, tasks.Migration, Migration}})
+			store.Options{Migrations: []store.Migration{sessions.Migration, tasks.Migration, Migration,
+				{Version: Migration.Version + 1, Up: CompactionMigration.Up}}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -373,7 +373,8 @@ func TestHistoryExtendsLikeAFullBuild(t *testing.T) {
 func replayStore(t *testing.T, turns int) (*store.Store, admission) {
 	t.Helper()
 	st, err := store.Open(testCtxInternal(t), filepath.Join(t.TempDir(), "maka.db"),
-		store.Options{Migrations: []store.Migration{sessions.Migration, tasks.Migration, Migration}})
+		store.Options{Migrations: []store.Migration{sessions.Migration, tasks.Migration, Migration,
+			{Version: Migration.Version + 1, Up: CompactionMigration.Up}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -200,19 +200,33 @@ func TestHistoryIsReplayedIntoTheNextTurn(t *testing.T) {
 	}
 }
 
-// A history too large for the model's context window loses its oldest
-// exchanges, and the model is told that earlier messages were left out.
+// A history too large for the model's context window, whose summary the
+// model refuses, loses its oldest exchanges, and the model is told that
+// earlier messages were left out.
 func TestHistoryIsCutToTheContextWindow(t *testing.T) {
 	f := newFixture(t)
 	f.contextWindow = 3000 // about 4,500 bytes of history
 	f.createSession("s1")
+	summaries := 0
 	for i, q := range []string{"first", "second", "third"} {
-		f.model.next = say(q + " answer")
+		answer := say(q + " answer")
+		f.model.next = func(ctx context.Context, req model.Request, emit func(model.Event) error) (model.Finish, error) {
+			if strings.Contains(req.Messages[len(req.Messages)-1].Text, turns.SummaryInstruction) {
+				summaries++
+				return model.Finish{}, &model.Failure{Kind: model.FailureAuth, Status: 403, Message: "no summaries"}
+			}
+			return answer(ctx, req, emit)
+		}
 		turnID := fmt.Sprintf("t%d", i+1)
 		f.mustStart("s1", turnID, q+" "+strings.Repeat("q", 3000))
 		f.waitTerminal("s1", turnID)
 	}
-	reqs := f.model.seen()
+	var reqs []model.Request // of the turns, summary requests aside
+	for _, req := range f.model.seen() {
+		if !strings.Contains(req.Messages[len(req.Messages)-1].Text, turns.SummaryInstruction) {
+			reqs = append(reqs, req)
+		}
+	}
 	var got []string
 	for _, m := range reqs[len(reqs)-1].Messages {
 		got = append(got, string(m.Role)+":"+strings.TrimRight(m.Text, "q "))
@@ -224,6 +238,9 @@ func TestHistoryIsCutToTheContextWindow(t *testing.T) {
 	second := reqs[1].Messages
 	if len(second) != 3 || !strings.HasPrefix(second[0].Text, "first ") {
 		t.Fatalf("the second turn, which fits, was cut: %d messages", len(second))
+	}
+	if summaries == 0 {
+		t.Fatal("no summary was asked for")
 	}
 }
 
