@@ -509,10 +509,16 @@ var domainInputs = map[protocol.Operation]string{
 	protocol.OpSessionLifecycleSet:   `{"sessionId":"s1","action":"archive"}`,
 	protocol.OpSessionTranscriptPage: `{"sessionId":"s1"}`,
 
-	protocol.OpSessionPermissionsQuery: `{"sessionId":"s1"}`,
-	protocol.OpSessionPermissionsSet:   `{"sessionId":"s1","permissionMode":"ask"}`,
-	protocol.OpRootPermissionsQuery:    `{}`,
-	protocol.OpRootPermissionsSet:      `{"sandbox":"read-only"}`,
+	protocol.OpSessionPermissionsQuery:    `{"sessionId":"s1"}`,
+	protocol.OpSessionPermissionsSet:      `{"sessionId":"s1","permissionMode":"ask"}`,
+	protocol.OpRootPermissionsQuery:       `{}`,
+	protocol.OpRootPermissionsSet:         `{"sandbox":"read-only"}`,
+	protocol.OpMCPServersQuery:            `{}`,
+	protocol.OpMCPServersSet:              `{"name":"echo","transport":"stdio","command":"/bin/echo"}`,
+	protocol.OpMCPServersRemove:           `{"name":"echo"}`,
+	protocol.OpSessionCompact:             `{"sessionId":"s1"}`,
+	protocol.OpSubscriptionNoticesSet:     `{"subscriptionId":"sub-1","enabled":true}`,
+	protocol.OpConnectionContextWindowSet: `{"expected":{"connectionId":"0f8fad5b-d9cb-469f-a165-70867728950e","revision":3},"contextWindow":8000}`,
 }
 
 // domainRequests returns a valid request per domain operation, checked
