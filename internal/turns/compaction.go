@@ -15,6 +15,7 @@ import (
 	"github.com/maka-agent/maka/internal/model"
 	"github.com/maka-agent/maka/internal/sessions"
 	"github.com/maka-agent/maka/internal/store"
+	"github.com/maka-agent/maka/internal/tools"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -190,12 +191,21 @@ func (h *history) conversation(comp compactionRecord) conversation {
 	return out
 }
 
-// fixedBytes estimates what a request carries besides its messages: the
-// system prompt and the tool declarations.
-func (c *Owner) fixedBytes(system string) int {
-	n := len(system)
-	if c.opts.Tools != nil {
-		for _, s := range c.opts.Tools.Specs() {
+// tail is the note at the tail of the session's requests ("" without one).
+func (c *Owner) tail(ctx context.Context, sessionID string) string {
+	if c.opts.Tail == nil {
+		return ""
+	}
+	return c.opts.Tail(ctx, sessionID)
+}
+
+// fixedBytes estimates what every request of a turn carries besides its
+// messages: the system prompt, the declarations of the turn's tools (the
+// MCP servers' included) and the note at its tail.
+func fixedBytes(system string, reg *tools.Registry, tail string) int {
+	n := len(system) + len(tail)
+	if reg != nil {
+		for _, s := range reg.Specs() {
 			n += len(s.Name) + len(s.Description) + len(s.Parameters) + 32
 		}
 	}
@@ -216,12 +226,12 @@ func messagesBytes(msgs []model.Message) int {
 // larger of the two: a provider's usage refines the estimate where its
 // tokens are denser, but a provider that reports too little (a model's
 // answer is hostile input) never lets a request past the window.
-func (c *Owner) requestTokens(conv conversation, system, prompt string) int64 {
+func (c *Owner) requestTokens(conv conversation, fixed int, prompt string) int64 {
 	promptBytes := 0
 	if prompt != "" {
 		promptBytes = len(prompt) + 16
 	}
-	estimate := int64(c.fixedBytes(system)+messagesBytes(conv.msgs)+promptBytes) / bytesPerToken
+	estimate := int64(fixed+messagesBytes(conv.msgs)+promptBytes) / bytesPerToken
 	if conv.usage > 0 {
 		return max(estimate, conv.usage+int64(messagesBytes(conv.msgs[conv.usageAt:])+promptBytes)/bytesPerToken)
 	}
@@ -244,9 +254,9 @@ type compaction struct {
 //
 // latest (on demand) keeps only the newest exchange that fits, from the
 // last user message, rather than as much as fits.
-func (c *Owner) compact(ctx context.Context, sessionID, turnID string, resolved Resolved, conv conversation, system, prompt string,
+func (c *Owner) compact(ctx context.Context, sessionID, turnID string, resolved Resolved, conv conversation, fixed int, prompt string,
 	window, usageFrom int64, end recordPos, latest bool) (compaction, error) {
-	before := c.requestTokens(conv, system, prompt)
+	before := c.requestTokens(conv, fixed, prompt)
 	res := compaction{msgs: conv.msgs, before: before, after: before}
 	msgs := conv.msgs
 	keepBudget := window * compactKeep / 100
@@ -278,7 +288,7 @@ func (c *Owner) compact(ctx context.Context, sessionID, turnID string, resolved 
 	kept := conversation{msgs: append([]model.Message(nil), msgs[cut:]...), pos: conv.pos[cut:]}
 	after := withSummary(kept, summary, keep)
 	rec := compactionRecord{keep: keep, usageFrom: usageFrom, summary: summary, before: before}
-	rec.after = c.requestTokens(conversation{msgs: after}, system, prompt)
+	rec.after = c.requestTokens(conversation{msgs: after}, fixed, prompt)
 	err = c.opts.Store.Write(context.WithoutCancel(ctx), func(tx *store.Tx) error {
 		return insertCompaction(tx, sessionID, turnID, c.now(), rec)
 	})
@@ -421,24 +431,24 @@ func compactionNotice(turnID string, res compaction, failure error, cutBefore, c
 // and the turn goes on. Subscribers get a notice either way. A compacted
 // history still over the trigger (a large system prompt, a huge newest
 // exchange) is cut by fitContext as well.
-func (c *Owner) fitTurnContext(ctx context.Context, a admission, resolved Resolved, conv conversation, system string) []model.Message {
+func (c *Owner) fitTurnContext(ctx context.Context, a admission, resolved Resolved, conv conversation, fixed int) []model.Message {
 	window := resolved.ContextWindow
 	if window <= 0 {
 		window = DefaultContextWindow
 	}
-	before := c.requestTokens(conv, system, a.Content.Text)
+	before := c.requestTokens(conv, fixed, a.Content.Text)
 	if before*100 <= window*compactTrigger {
 		return conv.msgs
 	}
 	history := conv.msgs
-	res, err := c.compact(ctx, a.SessionID, a.TurnID, resolved, conv, system, a.Content.Text, window, a.ChainSeq, recordPos{a.ChainSeq, 0}, false)
+	res, err := c.compact(ctx, a.SessionID, a.TurnID, resolved, conv, fixed, a.Content.Text, window, a.ChainSeq, recordPos{a.ChainSeq, 0}, false)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return history // stopped: the caller ends the turn
 	case err != nil:
 		c.log.Warn("context compaction failed; leaving the oldest messages out", "session", a.SessionID, "turn", a.TurnID, "err", err)
 		cut, omitted := fitContext(history, window)
-		after := c.requestTokens(conversation{msgs: cut}, system, a.Content.Text)
+		after := c.requestTokens(conversation{msgs: cut}, fixed, a.Content.Text)
 		c.cont.PublishNotice(a.SessionID, compactionNotice(a.TurnID, res, err, before, after))
 		c.log.Info("earlier messages left out to fit the context window", "session", a.SessionID, "turn", a.TurnID,
 			"omitted", omitted, "kept", len(cut))
@@ -468,7 +478,10 @@ func (c *Owner) handleCompact(ctx context.Context, call *host.Call) host.Outcome
 	var tip int64
 	var fail *host.Outcome
 	err := c.opts.Gate.Run(ctx, in.SessionID, func(ctx context.Context, _ *lane.Lease) error {
-		if c.root(in.SessionID) != nil {
+		// The session is compacting from here until the answer: no turn
+		// starts meanwhile (launch refuses it session_busy), and a second
+		// compaction is refused likewise.
+		if !c.beginCompacting(in.SessionID) {
 			f := host.Fail(protocol.ErrSessionBusy, MessageSessionBusy)
 			fail = &f
 			return nil
@@ -481,6 +494,9 @@ func (c *Owner) handleCompact(ctx context.Context, call *host.Call) host.Outcome
 			return q.QueryRow(`SELECT COALESCE(MAX(chain_seq), 0) FROM turn_admissions WHERE session_id = ?`, in.SessionID).Scan(&tip)
 		})
 	})
+	if fail == nil {
+		defer c.endCompacting(in.SessionID)
+	}
 	switch {
 	case errors.Is(err, sessions.ErrSessionNotFound):
 		return host.Fail(protocol.ErrNotFound, MessageSessionNotFound)
@@ -512,8 +528,10 @@ func (c *Owner) handleCompact(ctx context.Context, call *host.Call) host.Outcome
 	if err != nil {
 		return c.opFailure(string(protocol.OpSessionCompact), in.SessionID, err)
 	}
-	system := c.systemPrompt(ctx, a, workspace, policy, c.turnTools(ctx))
-	res, err := c.compact(ctx, in.SessionID, "", resolved, conv, system, "", window, next, recordPos{next, 0}, true)
+	// The built-in tools only: an MCP server is not started to size a
+	// request that is not sent.
+	system := c.systemPrompt(ctx, a, workspace, policy, c.opts.Tools)
+	res, err := c.compact(ctx, in.SessionID, "", resolved, conv, fixedBytes(system, c.opts.Tools, c.tail(ctx, in.SessionID)), "", window, next, recordPos{next, 0}, true)
 	if err != nil {
 		if errors.Is(err, store.ErrCommitOutcomeUnknown) {
 			return host.Fail(protocol.ErrCommitOutcomeUnknown, protocol.MessageOperationFailed)

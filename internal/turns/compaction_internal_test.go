@@ -90,16 +90,16 @@ func TestRequestTokensPreferTheProvidersUsage(t *testing.T) {
 	c := &Owner{}
 	system := strings.Repeat("s", 300)
 	conv := conversation{msgs: []model.Message{{Role: model.RoleUser, Text: strings.Repeat("u", 284)}, {Role: model.RoleAssistant, Text: strings.Repeat("a", 584)}}}
-	if got := c.requestTokens(conv, system, ""); got != (300+300+600)/bytesPerToken {
+	if got := c.requestTokens(conv, len(system), ""); got != (300+300+600)/bytesPerToken {
 		t.Fatalf("estimate %d", got)
 	}
 	conv.usage, conv.usageAt = 1000, 1
-	if got := c.requestTokens(conv, system, strings.Repeat("p", 284)); got != 1000+(600+300)/bytesPerToken {
+	if got := c.requestTokens(conv, len(system), strings.Repeat("p", 284)); got != 1000+(600+300)/bytesPerToken {
 		t.Fatalf("with usage %d", got)
 	}
 	// A provider that reports less than the estimate is not believed.
 	conv.usage = 5
-	if got := c.requestTokens(conv, system, strings.Repeat("p", 284)); got != (300+300+600+300)/bytesPerToken {
+	if got := c.requestTokens(conv, len(system), strings.Repeat("p", 284)); got != (300+300+600+300)/bytesPerToken {
 		t.Fatalf("with a usage below the estimate %d", got)
 	}
 }

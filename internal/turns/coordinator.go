@@ -351,6 +351,10 @@ func (c *Owner) handleStart(ctx context.Context, call *host.Call) host.Outcome {
 			fail = ptr(host.Fail(protocol.ErrHostDraining, protocol.MessageHostDraining))
 			return nil
 		}
+		if c.compacting(in.SessionID) {
+			fail = ptr(host.Fail(protocol.ErrSessionBusy, MessageSessionBusy))
+			return nil
+		}
 		if !c.ActiveRoot(in.SessionID) {
 			// The common case, a fresh turn of an idle session: checked,
 			// admitted and started in one durable write.
@@ -641,11 +645,11 @@ func (c *Owner) stopRoot(ctx context.Context, ar *activeRoot, source string) (pr
 	if err != nil {
 		return fence, err
 	}
-	if err := ar.inter.Close(ctx, ClosureTurnStopped); err != nil {
-		return fence, err
-	}
+	// The stop reaches the loop even when the interactions cannot be
+	// closed (the authority failed): the error still drains the host.
+	err = ar.inter.Close(ctx, ClosureTurnStopped)
 	ar.requestStop(source)
-	return fence, nil
+	return fence, err
 }
 
 func (c *Owner) isStuck(ar *activeRoot) bool {

@@ -39,6 +39,10 @@ func (c *Owner) launch(ctx context.Context, a admission, begun *protocol.Session
 		return nil, ErrDraining
 	}
 	s := c.sessionLocked(a.SessionID)
+	if s.compacting && prev == nil {
+		c.mu.Unlock()
+		return nil, ErrSessionBusy
+	}
 	if s.root != prev {
 		c.mu.Unlock()
 		return nil, fmt.Errorf("turns: launch of turn %s in session %s, whose active root is another turn", a.TurnID, a.SessionID)
@@ -59,7 +63,14 @@ func (c *Owner) launch(ctx context.Context, a admission, begun *protocol.Session
 	fence, err := c.cont.InstallFence(ctx, a.SessionID, a.TurnID, a.RunID)
 	if err != nil {
 		stop(nil)
-		return nil, errors.Join(err, c.endOwnership(ar))
+		err = errors.Join(err, c.endOwnership(ar))
+		// The root was visible: whoever took it meanwhile (a stop, Close)
+		// learns that it ended.
+		ar.startErr = fmt.Errorf("%w: %w", errStartFailed, err)
+		close(ar.started)
+		ar.doneErr = ar.startErr
+		close(ar.done)
+		return nil, err
 	}
 	ar.fence = fence
 	c.wg.Add(1)
@@ -255,7 +266,7 @@ func (c *Owner) runAgent(ctx context.Context, rec *recorder, a admission, sum pr
 	}
 	turnTools := c.turnTools(ctx)
 	system := c.systemPrompt(ctx, a, workspace, policy, turnTools)
-	history := c.fitTurnContext(ctx, a, resolved, conv, system) // compaction.go
+	history := c.fitTurnContext(ctx, a, resolved, conv, fixedBytes(system, turnTools, c.tail(ctx, a.SessionID))) // compaction.go
 	if out, stopped := agent.Stopped(ctx); stopped {
 		return out
 	}

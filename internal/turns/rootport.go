@@ -46,7 +46,7 @@ func (c *Owner) StartFromMessage(ctx context.Context, in MessageStart) (string, 
 	c.mu.Lock()
 	draining := c.draining
 	c.mu.Unlock()
-	busy := c.root(in.SessionID) != nil
+	busy := c.root(in.SessionID) != nil || c.compacting(in.SessionID)
 	switch {
 	case busy:
 		return "", ErrSessionBusy

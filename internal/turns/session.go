@@ -35,6 +35,9 @@ type session struct {
 	id    string
 	root  *activeRoot // nil: no active root turn
 	queue queue
+	// compacting is set while session.compact summarises the session
+	// outside its lane: no root turn starts meanwhile.
+	compacting bool
 	// refreshing is set while a background refresh runs; dirty asks it
 	// to refresh once more. A session dropped meanwhile keeps its
 	// goroutine until it ends.
@@ -43,7 +46,38 @@ type session struct {
 
 // idle reports whether s can be dropped.
 func (s *session) idle() bool {
-	return s.root == nil && s.queue.live() == 0 && s.queue.batch == nil
+	return s.root == nil && s.queue.live() == 0 && s.queue.batch == nil && !s.compacting
+}
+
+// beginCompacting marks an idle session compacting (false: it has a root
+// turn or is compacting already). The caller is inside the session's lane.
+func (c *Owner) beginCompacting(sessionID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sessionLocked(sessionID)
+	if s.root != nil || s.compacting {
+		return false
+	}
+	s.compacting = true
+	return true
+}
+
+// compacting reports whether session.compact is summarising sessionID.
+func (c *Owner) compacting(sessionID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sessions[sessionID]
+	return s != nil && s.compacting
+}
+
+// endCompacting ends what beginCompacting began.
+func (c *Owner) endCompacting(sessionID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.sessions[sessionID]; s != nil {
+		s.compacting = false
+		c.reclaimLocked(s)
+	}
 }
 
 // sessionLocked returns the live session id, creating it.
