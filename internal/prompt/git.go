@@ -23,11 +23,17 @@ type gitState struct {
 	Changed int    // changed files; -1 when not counted
 }
 
-// gitEnv is the environment git runs with: no system configuration, no
-// prompts, no optional locks (the user's own git commands never wait on
-// ours).
+// gitEnv is the environment git runs with: the little it needs of the
+// host's (never its keys or tokens), no system configuration, no prompts,
+// no optional locks (the user's own git commands never wait on ours).
 func gitEnv() []string {
-	return append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0", "LC_ALL=C")
+	env := []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0", "LC_ALL=C"}
+	for _, k := range []string{"PATH", "HOME", "USER", "LOGNAME", "XDG_CONFIG_HOME", "TMPDIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }
 
 // gitArgs come before every git command: the workspace's configuration
@@ -64,17 +70,17 @@ func git(ctx context.Context, dir string, line func(string) bool, args ...string
 
 // gitStatus reports the repository state of dir: skipped (not a
 // repository) when no directory from dir up holds .git, or git is absent.
-// The branch is read from HEAD and the repository's own configuration is
-// read as a file, so that a turn runs at most one git process (git status,
-// for the changed files), and none outside a repository. The changed
-// files are counted only when the repository's own configuration names no
-// filter and includes no other file: git status may run a filter, and a
-// model may have written it.
+// The branch is read from HEAD. The changed files are counted (git status)
+// only when git itself, which reads every file of the configuration as it
+// will for the status (includes, the common directory of a worktree),
+// finds no filter defined outside the user's global and the system
+// configuration: git status may run a filter, and a model may have
+// written the repository's configuration.
 //
 // Four git processes a turn (rev-parse, symbolic-ref, config, status) put
 // the host's turn overhead (BenchmarkTurnOverhead, internal/bench) at a
-// p50 of 4.2–4.9 ms; reading .git ourselves brought it back to the level
-// of the host before the prompt builder existed, on the same machine.
+// p50 of 4.2–4.9 ms; a workspace outside a repository now runs none, and
+// one inside runs two.
 func gitStatus(ctx context.Context, dir string) gitState {
 	if dir == "" {
 		return gitState{}
@@ -87,7 +93,7 @@ func gitStatus(ctx context.Context, dir string) gitState {
 		return gitState{}
 	}
 	st := gitState{Repo: true, Changed: -1, Branch: headBranch(gitDir)}
-	if configRunsFilters(gitDir) {
+	if mayRunFilters(ctx, dir) {
 		return st
 	}
 	n := 0
@@ -95,6 +101,26 @@ func gitStatus(ctx context.Context, dir string) gitState {
 		st.Changed = n
 	}
 	return st
+}
+
+// mayRunFilters reports whether the configuration git reads in dir defines
+// a filter outside the user's global and the system configuration, or
+// cannot be read: git status must then not run.
+func mayRunFilters(ctx context.Context, dir string) bool {
+	found := false
+	err := git(ctx, dir, func(l string) bool {
+		scope, _, _ := strings.Cut(l, "\t")
+		if scope != "global" && scope != "system" {
+			found = true
+			return false
+		}
+		return true
+	}, "config", "--show-scope", "--get-regexp", `^filter\.`)
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == 1 {
+		return found // no filter at all
+	}
+	return found || err != nil
 }
 
 // findGitDir finds the repository of dir: the nearest .git from dir up (a
@@ -142,32 +168,6 @@ func headBranch(gitDir string) string {
 		return "(detached HEAD)"
 	}
 	return ""
-}
-
-// configRunsFilters reports whether the repository's own configuration
-// (config, and config.worktree) may make git status run a command: it
-// defines a filter, or includes another file (which might). A config that
-// cannot be read counts as one that might.
-func configRunsFilters(gitDir string) bool {
-	if gitDir == "" {
-		return true
-	}
-	for _, name := range []string{"config", "config.worktree"} {
-		b, err := readSmall(filepath.Join(gitDir, name))
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return true
-		}
-		for _, l := range strings.Split(strings.ToLower(string(b)), "\n") {
-			l = strings.TrimSpace(l)
-			if strings.HasPrefix(l, "[filter") || strings.HasPrefix(l, "[include") {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // readSmall reads a regular file of at most 1 MiB without following a

@@ -156,7 +156,12 @@ func chainOf(workspace string) []string {
 	var up []string
 	for d := ws; ; {
 		up = append(up, d)
-		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+		if fi, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			if !ownedByUs(fi) {
+				// Another user's repository (a shared /tmp): like git's
+				// safe.directory, nothing of it is trusted.
+				return []string{ws}
+			}
 			break
 		}
 		parent := filepath.Dir(d)
@@ -170,6 +175,12 @@ func chainOf(workspace string) []string {
 		up[i], up[j] = up[j], up[i]
 	}
 	return up
+}
+
+// ownedByUs reports whether fi belongs to the user the host runs as.
+func ownedByUs(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Getuid()
 }
 
 // realPath is p with its symlinks resolved, or p cleaned when it cannot
