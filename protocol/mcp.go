@@ -57,7 +57,7 @@ var (
 
 // ValidMCPServerName reports whether name may name an MCP server.
 func ValidMCPServerName(name string) bool {
-	return mcpServerNamePattern.MatchString(name) && !strings.Contains(name, "__")
+	return mcpServerNamePattern.MatchString(name) && !strings.Contains(name, "__") && !strings.HasSuffix(name, "_")
 }
 
 // MCPPair is an environment variable or an HTTP header of a server, with

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -336,16 +338,50 @@ func (m *Manager) headers(cfg Server) (http.Header, error) {
 	return h, nil
 }
 
-// headerTransport adds a server's headers to each request.
+// httpClient is the client of an http server at endpoint: headers go to
+// its origin only, and it follows no redirect to another origin.
+func httpClient(endpoint string, headers http.Header) *http.Client {
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.Proxy = nil
+	return &http.Client{Transport: headerTransport{base: base, headers: headers, origin: originOf(endpoint)}, CheckRedirect: sameOrigin}
+}
+
+// headerTransport adds a server's headers (its secrets) to each request to
+// the server's own origin, and to no other.
 type headerTransport struct {
 	base    http.RoundTripper
 	headers http.Header
+	origin  string
 }
 
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if originOf(r.URL.String()) != t.origin {
+		return nil, fmt.Errorf("mcp: request to %s, not the server's origin %s", r.URL.Redacted(), t.origin)
+	}
 	r = r.Clone(r.Context())
 	for k, v := range t.headers {
 		r.Header[k] = v
 	}
 	return t.base.RoundTrip(r)
+}
+
+// sameOrigin refuses a redirect away from the server's origin: the
+// configured headers must not reach a third party.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if len(via) >= 5 {
+		return errors.New("mcp: too many redirects")
+	}
+	if originOf(req.URL.String()) != originOf(via[0].URL.String()) {
+		return fmt.Errorf("mcp: the server redirected to another origin (%s)", req.URL.Redacted())
+	}
+	return nil
+}
+
+// originOf is scheme://host[:port] of a URL ("" when it does not parse).
+func originOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host)
 }

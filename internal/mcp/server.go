@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -189,8 +190,7 @@ func (s *server) dial(ctx context.Context) (*connection, []toolInfo, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		base := http.DefaultTransport.(*http.Transport).Clone()
-		c.http = &http.Client{Transport: headerTransport{base: base, headers: h}}
+		c.http = httpClient(s.cfg.URL, h)
 		transport = &mcpsdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: c.http, MaxRetries: 2, DisableStandaloneSSE: true}
 	default:
 		return nil, nil, fmt.Errorf("unknown transport %q", s.cfg.Transport)
@@ -219,6 +219,10 @@ func (s *server) dial(ctx context.Context) (*connection, []toolInfo, error) {
 func (s *server) list(ctx context.Context, sess *mcpsdk.ClientSession) ([]toolInfo, error) {
 	var out []toolInfo
 	skipped := 0
+	// Tool rules match names without regard to case: two tools whose
+	// names differ only in case would share every rule, so the second is
+	// left out.
+	seen := map[string]bool{}
 	for t, err := range sess.Tools(ctx, nil) {
 		if err != nil {
 			return nil, err
@@ -228,10 +232,11 @@ func (s *server) list(ctx context.Context, sess *mcpsdk.ClientSession) ([]toolIn
 			continue
 		}
 		info, ok := s.toolInfo(t)
-		if !ok {
+		if !ok || seen[strings.ToLower(info.name)] {
 			skipped++
 			continue
 		}
+		seen[strings.ToLower(info.name)] = true
 		out = append(out, info)
 		if len(out)+skipped > 4*protocol.MCPToolsMax {
 			break

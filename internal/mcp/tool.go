@@ -19,7 +19,10 @@ const ResultMaxBytes = 64 << 10
 // ToolPrefix begins the model's name of every MCP tool.
 const ToolPrefix = "mcp__"
 
-var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+// toolNamePattern is a server tool's name; it never starts with '_', and a
+// server name never ends with one (protocol.ValidMCPServerName), so that
+// mcp__<server>__<tool> names one server's tool only.
+var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9-][A-Za-z0-9_-]{0,63}$`)
 
 func validToolName(n string) bool { return toolNamePattern.MatchString(n) }
 
