@@ -230,7 +230,18 @@ func (a *attachment) loop(ctx context.Context, frames <-chan pushed, lines *<-ch
 			case protocol.DeltaFrame:
 				a.p.delta(fr.Delta)
 			case protocol.EventFrame:
+				// A tool line printed under a shown prompt (the replay of
+				// the turn's start after a pending approval, or a sibling
+				// call) ends the prompt's line; the prompt is shown again.
+				reprompt := a.prompts != nil && a.prompts.asked != "" && a.p.enc == nil &&
+					(fr.Event.Type == protocol.ToolStart || fr.Event.Type == protocol.ToolResult)
+				if reprompt {
+					fmt.Fprintln(a.prompts.w)
+				}
 				a.p.tool(fr.Event)
+				if reprompt {
+					a.prompts.again(a)
+				}
 			case protocol.ProjectionFrame:
 				if code, done := a.projection(ctx, fr.Snapshot); done {
 					return code, true, nil
@@ -484,6 +495,15 @@ func (pr *prompter) input(ctx context.Context, a *attachment, line string) {
 	pr.done()
 	a.answer(ctx, in.InteractionID, protocol.InteractionAnswer{Kind: protocol.InteractionKindQuestion, Answers: answers})
 	pr.show(a)
+}
+
+// again shows the prompt being asked once more, after other output.
+func (pr *prompter) again(a *attachment) {
+	if len(pr.queue) == 0 || pr.asked != pr.queue[0].InteractionID {
+		return
+	}
+	a.p.endText()
+	pr.prompt(pr.queue[0])
 }
 
 // done drops queue[0] once answered.
