@@ -130,6 +130,9 @@ type attachment struct {
 	// noticed holds the pending interactions already reported (the
 	// non-interactive notice), bounded by the pending list.
 	noticed map[string]bool
+	// seen is what was printed of the current root turn, so that the
+	// replay of a reopened subscription is not printed twice.
+	seen seenTurn
 }
 
 // pushed is a frame or the error ending a subscription.
@@ -192,6 +195,7 @@ func (a *attachment) run(ctx context.Context) (int, error) {
 			reopened++
 			a.p.notef("maka: live output interrupted (%v); resuming", err)
 			if sub, err = a.conn.OpenSubscription(ctx, a.sessionID); err == nil {
+				a.seen.resumed()
 				continue
 			}
 		}
@@ -228,8 +232,13 @@ func (a *attachment) loop(ctx context.Context, frames <-chan pushed, lines *<-ch
 			}
 			switch fr := pf.frame.(type) {
 			case protocol.DeltaFrame:
-				a.p.delta(fr.Delta)
+				if fr.Delta.Text = a.seen.delta(fr.Delta); fr.Delta.Text != "" {
+					a.p.delta(fr.Delta)
+				}
 			case protocol.EventFrame:
+				if !a.seen.tool(fr.Event) {
+					continue
+				}
 				// A tool line printed under a shown prompt (the replay of
 				// the turn's start after a pending approval, or a sibling
 				// call) ends the prompt's line; the prompt is shown again.
