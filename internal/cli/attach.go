@@ -30,7 +30,8 @@ func newAttachCommand() *cobra.Command {
 		Use:   "attach SESSION",
 		Short: "Follow a session live and answer its approval prompts",
 		Long: `Follow a session live: the assistant's text goes to stdout as it arrives,
-tool activity to stderr, as 'maka run' prints them. When stdin is a terminal,
+tool activity to stderr, as 'maka run' prints them; a running turn is shown
+from its beginning. When stdin is a terminal,
 the permission prompts and questions of the session are asked there:
 y (allow once), n (deny), a (allow for the rest of the turn). Pending prompts
 are asked right away. Any number of clients may follow a session at once;
