@@ -56,6 +56,9 @@ func (s *seenTurn) delta(d protocol.SessionAssistantDelta) string {
 // tool reports whether ev is new.
 func (s *seenTurn) tool(ev protocol.SessionToolEvent) bool {
 	s.of(ev.TurnID)
+	if ev.ID == "" {
+		return true // nothing to know it by
+	}
 	if s.tools[ev.ID] {
 		return false
 	}
