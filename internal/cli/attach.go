@@ -30,7 +30,8 @@ func newAttachCommand() *cobra.Command {
 		Use:   "attach SESSION",
 		Short: "Follow a session live and answer its approval prompts",
 		Long: `Follow a session live: the assistant's text goes to stdout as it arrives,
-tool activity to stderr, as 'maka run' prints them. When stdin is a terminal,
+tool activity to stderr, as 'maka run' prints them; a running turn is shown
+from its beginning. When stdin is a terminal,
 the permission prompts and questions of the session are asked there:
 y (allow once), n (deny), a (allow for the rest of the turn). Pending prompts
 are asked right away. Any number of clients may follow a session at once;
@@ -130,6 +131,9 @@ type attachment struct {
 	// noticed holds the pending interactions already reported (the
 	// non-interactive notice), bounded by the pending list.
 	noticed map[string]bool
+	// seen is what was printed of the current root turn, so that the
+	// replay of a reopened subscription is not printed twice.
+	seen seenTurn
 }
 
 // pushed is a frame or the error ending a subscription.
@@ -192,6 +196,7 @@ func (a *attachment) run(ctx context.Context) (int, error) {
 			reopened++
 			a.p.notef("maka: live output interrupted (%v); resuming", err)
 			if sub, err = a.conn.OpenSubscription(ctx, a.sessionID); err == nil {
+				a.seen.resumed()
 				continue
 			}
 		}
@@ -228,9 +233,25 @@ func (a *attachment) loop(ctx context.Context, frames <-chan pushed, lines *<-ch
 			}
 			switch fr := pf.frame.(type) {
 			case protocol.DeltaFrame:
-				a.p.delta(fr.Delta)
+				if fr.Delta.Text = a.seen.delta(fr.Delta); fr.Delta.Text != "" {
+					a.p.delta(fr.Delta)
+				}
 			case protocol.EventFrame:
+				if !a.seen.tool(fr.Event) {
+					continue
+				}
+				// A tool line printed under a shown prompt (the replay of
+				// the turn's start after a pending approval, or a sibling
+				// call) ends the prompt's line; the prompt is shown again.
+				reprompt := a.prompts != nil && a.prompts.asked != "" && a.p.enc == nil &&
+					(fr.Event.Type == protocol.ToolStart || fr.Event.Type == protocol.ToolResult)
+				if reprompt {
+					fmt.Fprintln(a.prompts.w)
+				}
 				a.p.tool(fr.Event)
+				if reprompt {
+					a.prompts.again(a)
+				}
 			case protocol.ProjectionFrame:
 				if code, done := a.projection(ctx, fr.Snapshot); done {
 					return code, true, nil
@@ -484,6 +505,15 @@ func (pr *prompter) input(ctx context.Context, a *attachment, line string) {
 	pr.done()
 	a.answer(ctx, in.InteractionID, protocol.InteractionAnswer{Kind: protocol.InteractionKindQuestion, Answers: answers})
 	pr.show(a)
+}
+
+// again shows the prompt being asked once more, after other output.
+func (pr *prompter) again(a *attachment) {
+	if len(pr.queue) == 0 || pr.asked != pr.queue[0].InteractionID {
+		return
+	}
+	a.p.endText()
+	pr.prompt(pr.queue[0])
 }
 
 // done drops queue[0] once answered.

@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -64,8 +65,89 @@ func TestAttachFollowsARunningTurn(t *testing.T) {
 		}
 	}
 	last := events[len(events)-1]
-	if text.String() != "after" || last["type"] != "result" || last["status"] != "completed" || last["turnId"] != started["turnId"] {
+	// What the turn streamed before the attachment is replayed first.
+	if text.String() != "before after" || last["type"] != "result" || last["status"] != "completed" || last["turnId"] != started["turnId"] {
 		t.Fatalf("attach saw text %q, last %v", text.String(), last)
+	}
+	if _, code := run.rest(t); code != 0 {
+		t.Fatalf("run exit %d, stderr %q", code, run.stderrText())
+	}
+}
+
+// An attachment during a turn shows the turn from its beginning: the text
+// and the tool call streamed while nobody watched, each once and in
+// order, then the rest as it comes.
+func TestAttachReplaysTheRunningTurn(t *testing.T) {
+	hold := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	srv := modeltest.New(t, func(req *modeltest.Request) modeltest.Reply {
+		if len(req.ToolResultsSinceUser()) == 0 {
+			return modeltest.Reply{Chunks: []modeltest.Chunk{{Text: "before "}, {Text: "the tool. "},
+				{Call: &modeltest.Call{ID: "call_1", Name: "Glob", Arguments: `{"pattern":"*.txt"}`}}}}
+		}
+		return modeltest.Reply{Chunks: []modeltest.Chunk{{Text: "middle "}, {Wait: hold}, {Text: "after"}}}
+	})
+	s := newSandbox(t)
+	root := spawnedRoot(t)
+	addFakeConnection(t, s, root, srv.BaseURL(), "sk")
+	run := s.startLines("run", "--root", root, "--json", "go")
+	started := run.until(t, "turn_started")
+	sessionID := started["sessionId"].(string)
+	for ev := run.until(t, "text"); ev["text"] != "middle "; ev = run.until(t, "text") {
+	}
+
+	att := s.startLines("attach", sessionID, "--root", root, "--json", "--exit-after-turn")
+	// The replay comes before anything the model streams after it.
+	var lines []string
+	for {
+		line := att.next(t)
+		lines = append(lines, line)
+		if strings.Contains(line, `"middle "`) {
+			break
+		}
+	}
+	release()
+	rest, code := att.rest(t)
+	if code != 0 {
+		t.Fatalf("attach exit %d, stderr %q", code, att.stderrText())
+	}
+	var got []string
+	var result map[string]any
+	for _, ev := range decodeLines(t, append(lines, rest...)) {
+		switch ev["type"] {
+		case "text":
+			if n := len(got); n > 0 && strings.HasPrefix(got[n-1], "text ") {
+				got[n-1] += ev["text"].(string)
+			} else {
+				got = append(got, "text "+ev["text"].(string))
+			}
+		case "tool_start", "tool_result":
+			got = append(got, fmt.Sprintf("%s %s %s %v", ev["type"], ev["toolUseId"], ev["toolName"], ev["status"]))
+		case "turn_started":
+			if ev["turnId"] != started["turnId"] {
+				t.Fatalf("attach follows turn %v, want %v", ev["turnId"], started["turnId"])
+			}
+			got = append(got, "turn_started")
+		case "result":
+			result = ev
+			got = append(got, "result "+ev["status"].(string))
+		}
+	}
+	want := []string{
+		"turn_started",
+		"text before the tool. ",
+		"tool_start call_1 Glob <nil>",
+		"tool_result call_1 Glob completed",
+		"text middle after",
+		"result completed",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("attach showed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if result["text"] != "before the tool. middle after" {
+		t.Fatalf("result text %q", result["text"])
 	}
 	if _, code := run.rest(t); code != 0 {
 		t.Fatalf("run exit %d, stderr %q", code, run.stderrText())
@@ -217,7 +299,9 @@ func TestAttachAsksOnTheTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines, code := att.rest(t)
-	if code != 0 || strings.Join(lines, "\n") != "Done." {
+	// The turn's text from its beginning: replayed, then live.
+	// (the prompt ended its line).
+	if code != 0 || strings.Join(lines, "") != "Listing. Done." {
 		t.Fatalf("attach = %d %q, stderr %q", code, lines, att.stderrText())
 	}
 	if !strings.Contains(att.stderrText(), "✓ Bash") {

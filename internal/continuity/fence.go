@@ -91,6 +91,7 @@ func (c *Publisher) installFence(ctx context.Context, sessionID, turnID, runID s
 	st, touched, err := c.commitLocked(sessionID, p, true)
 	if err == nil {
 		st.fence = &rootIdentity{turnID, runID}
+		st.log = &turnLog{runID: runID}
 	}
 	c.mu.Unlock()
 	pumpAll(touched)
@@ -124,7 +125,7 @@ func (c *Publisher) publishTerminalLocked(sessionID string, p Projection, found 
 	if !found || p.RootTurn == nil || p.RootTurn.TurnID != id.turnID || p.RootTurn.RunID != id.runID || !p.RootTurn.Status.Terminal() {
 		return nil, fmt.Errorf("continuity: terminal publication of session %s turn %s: root is not terminal", sessionID, id.turnID)
 	}
-	st.fence = nil
+	st.fence, st.log = nil, nil
 	_, touched, err := c.commitLocked(sessionID, p, false)
 	return touched, err
 }
@@ -136,7 +137,7 @@ func (c *Publisher) ReleaseFence(sessionID, turnID, runID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st := c.sessions[sessionID]; st != nil && st.fence != nil && *st.fence == (rootIdentity{turnID, runID}) {
-		st.fence = nil
+		st.fence, st.log = nil, nil
 		c.dropIfUnusedLocked(sessionID)
 	}
 }

@@ -95,6 +95,9 @@ type sessionState struct {
 	// fence is the root turn whose terminal snapshot only
 	// PublishTerminal may publish (fence.go); nil when none.
 	fence *rootIdentity
+	// log is the replay of the fenced root turn's live events so far
+	// (replay.go); nil when no fence is held.
+	log *turnLog
 }
 
 type connState struct {
@@ -297,6 +300,13 @@ func (c *Publisher) open(ctx context.Context, call *host.Call) host.Outcome {
 		st.subscribers[sub] = struct{}{}
 		cs.subs[sub] = struct{}{}
 		c.subs[sub.id] = sub
+		if st.log != nil && st.fence != nil {
+			// After the snapshot, what the running root turn produced
+			// before this subscription (replay.go).
+			sub.replay = st.log.items(st.fence.turnID)
+			sub.replayNext = sub.nextSeq
+			sub.nextSeq += int64(len(sub.replay))
+		}
 		result = protocol.SubscriptionOpenResult{
 			HostEpoch: c.epoch, SubscriptionID: sub.id, NextSequence: 1, Snapshot: c.snapshot(st),
 		}
@@ -387,7 +397,7 @@ func (c *Publisher) removeLocked(s *subscriber) {
 		return
 	}
 	s.removed = true
-	s.queue = nil
+	s.queue, s.replay = nil, nil
 	delete(c.subs, s.id)
 	delete(s.st.subscribers, s)
 	if _, ok := s.connState.subs[s]; ok {
@@ -461,13 +471,21 @@ func (c *Publisher) AcceptRuntimeEvent(sessionID, runID string, ev Event) error 
 	}
 	c.mu.Lock()
 	st := c.sessions[sessionID]
-	if c.closed || st == nil || len(st.subscribers) == 0 {
+	if c.closed || st == nil {
 		c.mu.Unlock()
 		return nil
 	}
 	root := st.projection.RootTurn
 	toolTurnMismatch := ev.Type != TextDelta && ev.Type != ThinkingDelta && ev.Tool.TurnID != ev.TurnID
-	if root == nil || root.TurnID != ev.TurnID || root.RunID != runID || root.Status.Terminal() || toolTurnMismatch {
+	canonical := root != nil && root.TurnID == ev.TurnID && root.RunID == runID && !root.Status.Terminal() && !toolTurnMismatch
+	if canonical && st.log != nil && st.fence != nil && *st.fence == (rootIdentity{ev.TurnID, runID}) {
+		st.log.add(ev)
+	}
+	if len(st.subscribers) == 0 {
+		c.mu.Unlock()
+		return nil
+	}
+	if !canonical {
 		c.mu.Unlock()
 		return fmt.Errorf("%w: session %s turn %s run %s", ErrNotCanonicalRoot, sessionID, ev.TurnID, runID)
 	}
@@ -540,7 +558,7 @@ func (c *Publisher) Close() {
 	c.closed = true
 	for _, s := range c.subs {
 		s.removed = true
-		s.queue = nil
+		s.queue, s.replay = nil, nil
 	}
 	c.subs = map[string]*subscriber{}
 	c.sessions = map[string]*sessionState{}
@@ -580,6 +598,11 @@ type subscriber struct {
 	inFlight    *frame
 	lastFlushed int64
 	nextSeq     int64
+	// replay is the running turn's frames before the subscription opened
+	// (replay.go), numbered from replayNext; held outside the bounded
+	// queue and sent before it.
+	replay     []replayItem
+	replayNext int64
 
 	// sending counts pump calls between taking a frame from the queue and
 	// Send returning; Add happens under c.mu and only while not removed.
@@ -626,7 +649,7 @@ func (s *subscriber) pushLocked(build func(seq int64) any) bool {
 // the sequence after the last frame the client will actually receive.
 func (s *subscriber) evictLocked() {
 	s.evicted = true
-	s.queue = nil
+	s.queue, s.replay = nil, nil
 	s.queuedBytes = 0
 	seq := s.lastFlushed + 1
 	if s.inFlight != nil {
@@ -646,7 +669,14 @@ func (s *subscriber) evictLocked() {
 func (s *subscriber) pump() {
 	c := s.c
 	c.mu.Lock()
-	if !s.active || s.removed || s.inFlight != nil || len(s.queue) == 0 {
+	if !s.active || s.removed || s.inFlight != nil {
+		c.mu.Unlock()
+		return
+	}
+	if len(s.replay) > 0 {
+		s.takeReplayLocked()
+	}
+	if len(s.queue) == 0 {
 		c.mu.Unlock()
 		return
 	}
@@ -660,6 +690,22 @@ func (s *subscriber) pump() {
 	if err != nil {
 		c.remove(s)
 	}
+}
+
+// takeReplayLocked moves the next replay frame to the head of the queue,
+// counted in the byte bound only while it is queued or in flight. A frame
+// that does not encode evicts the subscriber.
+func (s *subscriber) takeReplayLocked() {
+	it := s.replay[0]
+	s.replay = s.replay[1:]
+	data, err := protocol.EncodeFrame(it.build(s, s.replayNext))
+	if err != nil {
+		s.evictLocked()
+		return
+	}
+	s.queue = append([]frame{{seq: s.replayNext, data: data}}, s.queue...)
+	s.queuedBytes += len(data)
+	s.replayNext++
 }
 
 func (s *subscriber) flushed(f frame, err error) {
