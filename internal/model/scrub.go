@@ -1,9 +1,10 @@
 package model
 
 import (
-	"github.com/maka-agent/maka/protocol"
 	"regexp"
 	"strings"
+
+	"github.com/maka-agent/maka/protocol"
 )
 
 // secretPatterns match credentials that providers sometimes echo back in
