@@ -36,7 +36,8 @@ func scrubMessage(s string) string {
 		switch {
 		case r == '\n' || r == '\t':
 			return ' '
-		case r < 0x20 || r == 0x7f:
+		case r < 0x20 || r == 0x7f, r >= 0x80 && r <= 0x9f:
+			// C0 and C1 controls: a terminal must not interpret them.
 			return -1
 		}
 		return r
