@@ -230,3 +230,21 @@ func TestFormatDelay(t *testing.T) {
 		}
 	}
 }
+
+// A TLS failure names the base URL and the certificate problem, and is
+// not retried (another attempt meets the same certificate).
+func TestTLSFailureNamesTheBaseURL(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	base := srv.URL + "/v1"
+	p, err := New(Config{ProviderType: "openai-compatible", BaseURL: base, Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Stream(context.Background(), Request{Model: "m", Messages: []Message{{Role: RoleUser, Text: "hi"}}}, discard)
+	var f *Failure
+	if !errors.As(err, &f) || f.Conn != ConnTLS || f.Retryable() ||
+		!strings.HasPrefix(f.Describe(), "TLS failure at "+base+": tls: failed to verify certificate: x509: ") {
+		t.Fatalf("err = %v (%+v)", err, f)
+	}
+}
