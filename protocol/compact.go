@@ -60,19 +60,55 @@ const (
 	// NoticeContextCompactionFailed: the summary could not be made; the
 	// oldest exchanges were left out instead.
 	NoticeContextCompactionFailed = "context_compaction_failed"
+	// NoticeModelRetry: a model request failed and is retried: Attempt
+	// of MaxAttempts starts in DelayMs; Message says what failed.
+	NoticeModelRetry = "model_retry"
+	// NoticeModelFailed: the turn's model request failed for good;
+	// Message says what happened (the turn's terminal snapshot follows).
+	NoticeModelFailed = "model_failed"
 )
+
+// MaxNoticeAttempts bounds the attempt numbers of a model_retry notice.
+const MaxNoticeAttempts = 1000
 
 // SessionNoticeMessageMaxBytes bounds a notice's message.
 const SessionNoticeMessageMaxBytes = 1024
 
 // SessionNotice is one notice about a session. TurnID names the turn it
-// happened in (empty: on demand).
+// happened in (empty: on demand). BeforeTokens and AfterTokens are those of
+// a compaction (0 otherwise); Attempt, MaxAttempts and DelayMs are sent
+// with model_retry only.
 type SessionNotice struct {
 	Kind         string `json:"kind"`
 	TurnID       string `json:"turnId,omitempty"`
 	BeforeTokens int64  `json:"beforeTokens"`
 	AfterTokens  int64  `json:"afterTokens"`
 	Message      string `json:"message"`
+	Attempt      int64  `json:"attempt"`
+	MaxAttempts  int64  `json:"maxAttempts"`
+	DelayMs      int64  `json:"delayMs"`
+}
+
+// MarshalJSON encodes the notice with the retry members for model_retry
+// only.
+func (n SessionNotice) MarshalJSON() ([]byte, error) {
+	type common struct {
+		Kind         string `json:"kind"`
+		TurnID       string `json:"turnId,omitempty"`
+		BeforeTokens int64  `json:"beforeTokens"`
+		AfterTokens  int64  `json:"afterTokens"`
+		Message      string `json:"message"`
+	}
+	c := common{n.Kind, n.TurnID, n.BeforeTokens, n.AfterTokens, n.Message}
+	if n.Kind != NoticeModelRetry {
+		return Marshal(c)
+	}
+	return Marshal(struct {
+		common
+		Attempt     int64 `json:"attempt"`
+		MaxAttempts int64 `json:"maxAttempts"`
+		DelayMs     int64 `json:"delayMs"`
+	}{c, n.Attempt, n.MaxAttempts, n.DelayMs})
 }
 
 // NoticeFrame is a subscription.session_notice push frame.
@@ -103,9 +139,10 @@ func decodeSessionCompactResult(d *D, v Value) any {
 }
 
 func decodeSessionNotice(d *D, v Value, path string) SessionNotice {
-	o := d.Closed(v, path, []string{"kind", "beforeTokens", "afterTokens", "message"}, []string{"turnId"})
+	retry := []string{"attempt", "maxAttempts", "delayMs"}
+	o := d.Closed(v, path, []string{"kind", "beforeTokens", "afterTokens", "message"}, append([]string{"turnId"}, retry...))
 	n := SessionNotice{
-		Kind:         o.Enum("kind", NoticeContextCompacted, NoticeContextCompactionFailed),
+		Kind:         o.Enum("kind", NoticeContextCompacted, NoticeContextCompactionFailed, NoticeModelRetry, NoticeModelFailed),
 		BeforeTokens: o.Count("beforeTokens"),
 		AfterTokens:  o.Count("afterTokens"),
 		Message:      o.StringBytes("message", 0, SessionNoticeMessageMaxBytes),
@@ -113,6 +150,17 @@ func decodeSessionNotice(d *D, v Value, path string) SessionNotice {
 	if o.Has("turnId") {
 		n.TurnID = o.EntityID("turnId")
 	}
+	if n.Kind != NoticeModelRetry {
+		for _, k := range retry {
+			if o.Has(k) {
+				d.Fail(path+"."+k, "is only sent with %s", NoticeModelRetry)
+			}
+		}
+		return n
+	}
+	n.Attempt = o.SafeInt("attempt", 2, MaxNoticeAttempts)
+	n.MaxAttempts = o.SafeInt("maxAttempts", n.Attempt, MaxNoticeAttempts)
+	n.DelayMs = o.Count("delayMs")
 	return n
 }
 

@@ -27,6 +27,10 @@ const (
 	ToolOutputDelta  = "tool_output_delta"
 	ToolResult       = "tool_result"
 	ProviderRetry    = "provider_retry"
+	// ProviderFailure says, before the turn's outcome, that the model
+	// request failed for good; Text is what happened
+	// (model.Failure.Describe). Live only.
+	ProviderFailure  = "provider_failure"
 	TokenUsage       = "token_usage"
 	PermissionDenied = "permission_decision"
 	// SteeringMessageEvent records a steering message delivered to the

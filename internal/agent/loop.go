@@ -354,10 +354,13 @@ func (r *runner) failure(ctx context.Context, err error) Outcome {
 			Message: "The turn's record could not be written"})
 	}
 	f := model.Classify(err)
-	msg := f.Message
+	msg := f.Describe()
 	if msg == "" {
 		msg = "The model request failed"
 	}
+	ev := r.event(ProviderFailure)
+	ev.Text = msg
+	_ = r.emit(context.WithoutCancel(ctx), ev) // live only, like a retry notice
 	return r.end(Outcome{Status: StatusFailed, StopReason: StopError, FailureClass: string(f.Kind), Message: msg})
 }
 

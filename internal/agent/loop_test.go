@@ -360,8 +360,9 @@ func TestModelFailures(t *testing.T) {
 		message  string
 		partial  string // text flushed before the failure
 	}{
-		{"rate limit, retries exhausted", fail(rateLimited), 3, "rate_limit", "slow down", ""},
-		{"auth is not retried", fail(&model.Failure{Kind: model.FailureAuth, Status: 401, Message: "bad key"}), 1, "auth", "bad key", ""},
+		{"rate limit, retries exhausted", fail(rateLimited), 3, "rate_limit", "HTTP 429 Too Many Requests: slow down", ""},
+		{"auth is not retried", fail(&model.Failure{Kind: model.FailureAuth, Status: 401, Message: "bad key", Body: `{"error":"bad key"}`}), 1, "auth",
+			`HTTP 401 Unauthorized: {"error":"bad key"}`, ""},
 		{"failure after output is not retried",
 			fail(&model.Failure{Kind: model.FailureNetwork, Message: "reset"}, textEv("half an ans")), 1, "network", "reset", "half an ans"},
 		{"unclassified error", fail(errors.New("something odd")), 1, "unknown", "something odd", ""},
@@ -384,6 +385,9 @@ func TestModelFailures(t *testing.T) {
 			}
 			if n := len(sink.ofType(agent.ProviderRetry)); n != 2*(tc.attempts-1) {
 				t.Errorf("%d provider_retry events, want %d", n, 2*(tc.attempts-1))
+			}
+			if f := sink.ofType(agent.ProviderFailure); len(f) != 1 || f[0].Text != out.Message {
+				t.Errorf("provider_failure events %+v, want one saying %q", f, out.Message)
 			}
 			got := sink.ofType(agent.TextComplete)
 			if tc.partial == "" {

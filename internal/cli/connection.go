@@ -197,8 +197,18 @@ func resolveModelTarget(ctx context.Context, c *client.Conn, slug, model, rootHi
 
 // explainFailure says why a turn failed and what to do next.
 func explainFailure(ctx context.Context, c *client.Conn, snap protocol.TurnSnapshot, rootHint string) string {
+	return explainFailureWith(ctx, c, snap, rootHint, "")
+}
+
+// explainFailureWith is explainFailure with what the model request said
+// when it failed ("HTTP 500 Internal Server Error: …", "connection
+// refused at …"), when known.
+func explainFailureWith(ctx context.Context, c *client.Conn, snap protocol.TurnSnapshot, rootHint, detail string) string {
 	class := snap.FailureClass
 	prefix := "the turn failed (" + class + "): "
+	if detail = oneLine(detail, 600); detail != "" {
+		prefix += detail + "; "
+	}
 	switch class {
 	case "model_unavailable":
 		return explainModelUnavailable(ctx, c, snap.SessionID, rootHint)
@@ -212,8 +222,10 @@ func explainFailure(ctx context.Context, c *client.Conn, snap protocol.TurnSnaps
 		return prefix + "the provider is rate limiting requests; try again later"
 	case "provider_billing":
 		return prefix + "the provider reports a billing or quota problem with the account"
-	case "network", "timeout", "provider_unavailable":
+	case "network", "timeout":
 		return prefix + "the provider could not be reached; check the connection's base URL ('maka connection list" + rootHint + "') and the network"
+	case "provider_unavailable":
+		return prefix + "the provider answered with a server error; try again later"
 	case "context_overflow":
 		return prefix + "the conversation no longer fits the model's context; start a new session (run without --session/--continue)"
 	case "step_limit":

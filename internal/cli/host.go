@@ -47,7 +47,7 @@ ${XDG_CONFIG_HOME:-~/.config}/Maka/workspaces/default.`,
 
 func newHostServeCommand() *cobra.Command {
 	var rootPath, expectedRootID, logLevel, scriptPath string
-	var idleGrace time.Duration
+	var idleGrace, retryBase time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the runtime host in the foreground",
@@ -72,6 +72,10 @@ anything.`,
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			var dopts domain.Options
+			if retryBase < 0 || retryBase > model.DefaultRetryBase {
+				return exitf(2, "--retry-base must be between 0 and %v", model.DefaultRetryBase)
+			}
+			dopts.Step.RetryBase = retryBase
 			if scriptPath != "" {
 				if dopts.Script, err = model.LoadScript(scriptPath); err != nil {
 					return exitf(2, "invalid --model-script: %v", err)
@@ -85,6 +89,10 @@ anything.`,
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	cmd.Flags().StringVar(&expectedRootID, "expected-root-id", "", "refuse to start unless the root has this id (used when clients start the host)")
 	_ = cmd.Flags().MarkHidden("expected-root-id")
+	// Tests of the whole host shorten the model's retry delays with it;
+	// it can only shorten them.
+	cmd.Flags().DurationVar(&retryBase, "retry-base", 0, "first retry delay of a failed model request (0: 1s; the cap is 32 times it)")
+	_ = cmd.Flags().MarkHidden("retry-base")
 	cmd.Flags().StringVar(&scriptPath, "model-script", "", "answer every turn with this scripted model (JSON script; offline demos and tests) instead of the connection catalog")
 	return cmd
 }

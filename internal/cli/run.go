@@ -233,7 +233,7 @@ interrupted (Ctrl-C stops the turn first).`,
 	f.StringVar(&o.thinking, "thinking", "", "reasoning effort of a new session: off, low, medium or high (default: the model's own)")
 	f.StringArrayVar(&o.allow, "allow", nil, "add a rule allowing matching tool calls to the session (repeatable)")
 	f.StringArrayVar(&o.deny, "deny", nil, "add a rule denying matching tool calls to the session (repeatable; wins over --allow)")
-	f.BoolVar(&o.json, "json", false, "write one JSON object per line: session, turn_started, text, thinking, tool_start, tool_result, interaction, result")
+	f.BoolVar(&o.json, "json", false, "write one JSON object per line: session, turn_started, text, thinking, tool_start, tool_result, interaction, retry, result")
 	f.StringVar(&o.timeout, "timeout", "", "stop the turn and exit 1 after this long (e.g. 90s, 5m; a plain number is seconds)")
 	cmd.MarkFlagsMutuallyExclusive("session", "continue")
 	_ = cmd.RegisterFlagCompletionFunc("permission-mode", cobra.FixedCompletions(
@@ -588,7 +588,7 @@ func (r *turnRun) finish(ctx context.Context, snap protocol.TurnSnapshot) int {
 		r.p.notef("maka: %s", msg)
 		return 1
 	default:
-		msg := explainFailure(ctx, r.conn, snap, r.req.opts.host.rootHint())
+		msg := explainFailureWith(ctx, r.conn, snap, r.req.opts.host.rootHint(), r.p.failure)
 		r.p.result(r.resultEvent(&snap, msg, 1))
 		r.p.notef("maka: %s", msg)
 		return 1
@@ -950,6 +950,10 @@ type event struct {
 	AbortSource     string `json:"abortSource,omitempty"`
 	Message         string `json:"message,omitempty"`
 	ExitCode        *int   `json:"exitCode,omitempty"`
+	// Attempt of MaxAttempts starts after DelayMs, on retry.
+	Attempt     int64  `json:"attempt,omitempty"`
+	MaxAttempts int64  `json:"maxAttempts,omitempty"`
+	DelayMs     *int64 `json:"delayMs,omitempty"`
 }
 
 // toolOutputs reads a finished tool use's output from the session's
@@ -998,6 +1002,10 @@ type printer struct {
 	// text is the turn's assistant text so far (JSON mode), for the
 	// result event.
 	text strings.Builder
+	// failure is what the last failed model request of the turn said
+	// (model_failed, else the last model_retry notice), for the final
+	// explanation.
+	failure string
 }
 
 type toolStart struct {
@@ -1042,7 +1050,22 @@ func (p *printer) result(ev event) {
 // streams do not share a line.
 // notice prints a session notice ("context compacted (N → M tokens)") on
 // stderr, in --json mode too: it is not part of the turn's output.
+//
+// A model_retry notice prints "maka: attempt 2/10 in 4 s: <what failed>"
+// (and, in --json mode, a retry event); a model_failed notice prints
+// nothing: its message goes into the turn's final explanation.
 func (p *printer) notice(n protocol.SessionNotice) {
+	switch n.Kind {
+	case protocol.NoticeModelFailed:
+		p.failure = n.Message
+		return
+	case protocol.NoticeModelRetry:
+		if _, what, ok := strings.Cut(n.Message, ": "); ok {
+			p.failure = what
+		}
+		delay := n.DelayMs
+		p.emit(event{Type: "retry", TurnID: n.TurnID, Attempt: n.Attempt, MaxAttempts: n.MaxAttempts, DelayMs: &delay, Message: n.Message})
+	}
 	if p.stdoutTTY && !p.atLineStart && p.enc == nil {
 		fmt.Fprintln(p.stdout)
 		p.atLineStart = true

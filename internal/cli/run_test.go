@@ -341,6 +341,12 @@ func TestRunProviderFailureExitsOne(t *testing.T) {
 	if !strings.Contains(r.stderr, "(auth)") || !strings.Contains(r.stderr, "maka connection set-key openai-compatible") {
 		t.Errorf("failure message %q does not say what to do", r.stderr)
 	}
+	if want := `(auth): HTTP 401 Unauthorized: {"error":{"message":"invalid api key","type":"invalid_request_error"}}; `; !strings.Contains(r.stderr, want) {
+		t.Errorf("failure message %q does not show the status and body (%q)", r.stderr, want)
+	}
+	if strings.Contains(r.stderr, "attempt ") {
+		t.Errorf("an auth failure was retried: %q", r.stderr)
+	}
 	j := s.run("run", "--root", root, "--json", "hello")
 	events := parseEvents(t, j.stdout)
 	last := events[len(events)-1]

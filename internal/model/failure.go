@@ -1,13 +1,17 @@
 package model
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -17,6 +21,8 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	openai "github.com/openai/openai-go/v3"
 	oaistream "github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/maka-agent/maka/protocol"
 )
 
 // FailureKind classifies why a model request failed.
@@ -49,6 +55,20 @@ func (k FailureKind) Valid() bool {
 // maxFailureMessage bounds Failure.Message in bytes.
 const maxFailureMessage = 1024
 
+// MaxFailureBody bounds Failure.Body in bytes.
+const MaxFailureBody = 200
+
+// ConnFailure says how a request failed to reach its endpoint.
+type ConnFailure string
+
+// Connection failures.
+const (
+	ConnRefused ConnFailure = "connection_refused"
+	ConnDNS     ConnFailure = "dns"
+	ConnTLS     ConnFailure = "tls"
+	ConnTimeout ConnFailure = "connect_timeout"
+)
+
 // Failure is a classified failure of a model request.
 type Failure struct {
 	Kind FailureKind
@@ -69,6 +89,44 @@ type Failure struct {
 	// RetryAfterInvalid records a Retry-After header that could not be
 	// parsed; such a failure is not retryable.
 	RetryAfterInvalid bool
+	// Body is the start of the error response's body (at most
+	// MaxFailureBody bytes, scrubbed like Message, on one line), or "".
+	Body string
+	// Conn is set when the request never reached the endpoint: refused,
+	// no such host, a TLS failure, a connect timeout.
+	Conn ConnFailure
+	// Hint, when set, is added to Describe in parentheses (why a
+	// retriable failure was not retried).
+	Hint string
+}
+
+// Describe says what happened, for people: "HTTP 500 Internal Server
+// Error: <body>", "connection refused at <base URL>", "no event from the
+// model within 30s", ...
+func (f *Failure) Describe() string {
+	var s string
+	if f.Status != 0 {
+		text := http.StatusText(f.Status)
+		s = "HTTP " + strconv.Itoa(f.Status)
+		if text != "" {
+			s += " " + text
+		}
+		switch {
+		case f.Body != "":
+			s += ": " + f.Body
+		case f.Message != "" && f.Message != text:
+			s += ": " + f.Message
+		}
+	} else {
+		s = f.Message
+		if s == "" {
+			s = string(f.Kind)
+		}
+	}
+	if f.Hint != "" {
+		s += " (" + f.Hint + ")"
+	}
+	return s
 }
 
 // Error implements error: "model <kind> (HTTP <status>, <code>): <message>".
@@ -118,6 +176,7 @@ type errorDetail struct {
 	code    string
 	message string
 	header  http.Header
+	body    string
 }
 
 // Classify turns any error of a model request into a *Failure. A *Failure
@@ -146,6 +205,8 @@ func classifyAt(err error, now time.Time) *Failure {
 		Status:  d.status,
 		Code:    d.code,
 		Message: scrubMessage(d.message),
+		Body:    bodyExcerpt(d.body),
+		Conn:    connFailure(err),
 	}
 	if d.header != nil {
 		out.RetryAfter, out.RetryAfterSet, out.RetryAfterInvalid = parseRetryAfter(d.header, now)
@@ -204,6 +265,7 @@ func extractDetail(err error) errorDetail {
 		}
 		if oe.Response != nil {
 			d.header = oe.Response.Header
+			d.body = readBody(oe.Response)
 		}
 	case errors.As(err, &ae):
 		d.status = ae.StatusCode
@@ -211,11 +273,12 @@ func extractDetail(err error) errorDetail {
 		d.message = ae.Message
 		if ae.Response != nil {
 			d.header = ae.Response.Header
+			d.body = readBody(ae.Response)
 		}
 		if d.status < 300 {
 			// An error event inside a stream that already answered 200.
 			d.status = anthropicTypeStatus[d.code]
-			d.header = nil
+			d.header, d.body = nil, ""
 		}
 	case errors.As(err, &se):
 		// {"error": {...}} inside an OpenAI-style stream.
@@ -340,6 +403,99 @@ func parseRetryAfter(h http.Header, now time.Time) (d time.Duration, set, invali
 		d = 0
 	}
 	return d, true, false
+}
+
+// maxBodyRead bounds what is read of an error body for its excerpt: the
+// excerpt is scrubbed before it is cut, so that a credential across the
+// cut is still found.
+const maxBodyRead = 4096
+
+// readBody returns the start of an error response's body (the SDKs keep
+// it in memory) and puts it back.
+func readBody(res *http.Response) string {
+	if res == nil || res.Body == nil || res.StatusCode < 300 {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(res.Body, maxBodyRead))
+	rest := res.Body
+	res.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(b), rest), rest}
+	return string(b)
+}
+
+// bodyExcerpt is the scrubbed first MaxFailureBody bytes of body.
+func bodyExcerpt(body string) string {
+	s := scrubMessage(body)
+	if len(s) > MaxFailureBody {
+		s = protocol.TruncateUTF8(s, MaxFailureBody-len("…")) + "…"
+	}
+	return s
+}
+
+// connFailure says whether err is a failure to reach the endpoint.
+func connFailure(err error) ConnFailure {
+	var (
+		dns   *net.DNSError
+		op    *net.OpError
+		cert  *tls.CertificateVerificationError
+		rec   tls.RecordHeaderError
+		alert tls.AlertError
+		unk   x509.UnknownAuthorityError
+		host  x509.HostnameError
+		inv   x509.CertificateInvalidError
+	)
+	switch {
+	case errors.As(err, &dns):
+		return ConnDNS
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return ConnRefused
+	case errors.As(err, &cert), errors.As(err, &rec), errors.As(err, &alert), errors.As(err, &unk),
+		errors.As(err, &host), errors.As(err, &inv):
+		return ConnTLS
+	case errors.As(err, &op) && op.Op == "dial" && op.Timeout():
+		return ConnTimeout
+	}
+	return ""
+}
+
+// AtEndpoint rewrites the message of a failure to reach base (Conn set)
+// to name the endpoint: "connection refused at http://127.0.0.1:9/v1",
+// "no such host at https://api.example.invalid/v1 (DNS lookup of
+// api.example.invalid)", "TLS failure at https://…: x509: …", "connect
+// timeout at …". Any other error is returned unchanged.
+func AtEndpoint(err error, base string) error {
+	var f *Failure
+	if !errors.As(err, &f) || f.Conn == "" {
+		return err
+	}
+	g := *f
+	base = scrubMessage(base)
+	switch f.Conn {
+	case ConnRefused:
+		g.Message = "connection refused at " + base
+	case ConnDNS:
+		what := "DNS lookup failed"
+		if strings.Contains(f.Message, "no such host") {
+			what = "no such host"
+		}
+		g.Message = what + " at " + base
+		if u, perr := url.Parse(base); perr == nil && u.Hostname() != "" {
+			g.Message += " (DNS lookup of " + u.Hostname() + ")"
+		}
+	case ConnTLS:
+		msg := f.Message
+		if i := strings.Index(msg, "tls: "); i >= 0 {
+			msg = msg[i:]
+		} else if i := strings.Index(msg, "x509: "); i >= 0 {
+			msg = msg[i:]
+		}
+		g.Message = scrubMessage("TLS failure at " + base + ": " + msg)
+	case ConnTimeout:
+		g.Message = "connect timeout at " + base
+	}
+	return &g
 }
 
 func isBillingCode(code string) bool {

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -99,12 +100,24 @@ func New(cfg Config) (Provider, error) {
 	oc := OpenAIConfig{BaseURL: base, APIKey: cfg.APIKey, HTTPClient: cfg.HTTPClient}
 	switch proto {
 	case ProtocolAnthropicMessages:
-		return NewAnthropic(AnthropicConfig{BaseURL: base, APIKey: cfg.APIKey, HTTPClient: cfg.HTTPClient}), nil
+		return endpoint{NewAnthropic(AnthropicConfig{BaseURL: base, APIKey: cfg.APIKey, HTTPClient: cfg.HTTPClient}), base}, nil
 	case ProtocolOpenAIResponses:
-		return NewOpenAIResponses(oc, cfg.Reasoning || reasoningModel(cfg.Model)), nil
+		return endpoint{NewOpenAIResponses(oc, cfg.Reasoning || reasoningModel(cfg.Model)), base}, nil
 	}
 	oc.Reasoning = cfg.Reasoning || reasoningModel(cfg.Model)
-	return NewOpenAIChat(oc), nil
+	return endpoint{NewOpenAIChat(oc), base}, nil
+}
+
+// endpoint names its configured base URL in a failure to reach it
+// (AtEndpoint).
+type endpoint struct {
+	Provider
+	base string
+}
+
+func (e endpoint) Stream(ctx context.Context, req Request, emit func(Event) error) (Finish, error) {
+	fin, err := e.Provider.Stream(ctx, req, emit)
+	return fin, AtEndpoint(err, e.base)
 }
 
 // responsesOnly reports whether an OpenAI model id is best (or only)

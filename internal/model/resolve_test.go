@@ -57,6 +57,7 @@ func TestNewSelectsProvider(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got string
+			p = p.(endpoint).Provider
 			switch p.(type) {
 			case *openAIChat:
 				got = "openai"

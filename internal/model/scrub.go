@@ -1,9 +1,10 @@
 package model
 
 import (
-	"github.com/maka-agent/maka/protocol"
 	"regexp"
 	"strings"
+
+	"github.com/maka-agent/maka/protocol"
 )
 
 // secretPatterns match credentials that providers sometimes echo back in
@@ -35,7 +36,8 @@ func scrubMessage(s string) string {
 		switch {
 		case r == '\n' || r == '\t':
 			return ' '
-		case r < 0x20 || r == 0x7f:
+		case r < 0x20 || r == 0x7f, r >= 0x80 && r <= 0x9f:
+			// C0 and C1 controls: a terminal must not interpret them.
 			return -1
 		}
 		return r

@@ -3,7 +3,9 @@ package model
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -14,9 +16,19 @@ const (
 	DefaultFirstEventTimeout = 30 * time.Second
 	DefaultIdleTimeout       = 120 * time.Second
 
-	retryBaseDelay = time.Second
-	retryMaxDelay  = 32 * time.Second
-	retryJitter    = 0.25
+	// DefaultRetryBase is the first retry delay; the delay doubles with
+	// each failed attempt up to RetryCapFactor times the base (32 s),
+	// jitter included.
+	DefaultRetryBase = time.Second
+	RetryCapFactor   = 32
+	retryJitter      = 0.25
+
+	// A refused connection or a failed DNS lookup is retried at most
+	// ConnectRetries times, within ConnectRetryWindow of the first such
+	// failure of the step: nothing listens there, and waiting minutes
+	// will rarely change that.
+	ConnectRetries     = 2
+	ConnectRetryWindow = 5 * time.Second
 )
 
 // Retry phases of RetryInfo.
@@ -50,6 +62,10 @@ type StepOptions struct {
 	// Jitter returns a number in [0, 1) that scales the random part of a
 	// backoff delay (nil = math/rand/v2).
 	Jitter func() float64
+	// RetryBase is the first backoff delay (0 = 1 s); the cap of every
+	// delay is RetryCapFactor times it. Tests of the whole host shorten
+	// it (maka host serve --retry-base).
+	RetryBase time.Duration
 }
 
 // RetryInfo describes one retry of a step.
@@ -63,11 +79,33 @@ type RetryInfo struct {
 	Delay time.Duration
 	// Reason is the kind of the failure that caused the retry.
 	Reason FailureKind
+	// Message says what failed (Failure.Describe): "HTTP 500 Internal
+	// Server Error: <body>", "connection refused at <base URL>", ...
+	Message string
 }
 
-// MaxRetryAfter is the longest Retry-After a step waits for; a longer one
-// fails the step with the provider's failure.
-const MaxRetryAfter = 5 * time.Minute
+// String is the one line a person sees for a scheduled retry:
+// "attempt 2/10 in 4 s: HTTP 500 Internal Server Error: <body>".
+func (i RetryInfo) String() string {
+	s := fmt.Sprintf("attempt %d/%d in %s", i.Attempt, i.MaxAttempts, FormatDelay(i.Delay))
+	if i.Message != "" {
+		s += ": " + i.Message
+	}
+	return s
+}
+
+// FormatDelay formats a retry delay for people: "250 ms", "1.2 s", "4 s",
+// "32 s".
+func FormatDelay(d time.Duration) string {
+	if d < time.Second {
+		return strconv.FormatInt(d.Milliseconds(), 10) + " ms"
+	}
+	tenths := (d + 50*time.Millisecond) / (100 * time.Millisecond)
+	if tenths%10 == 0 || d >= 10*time.Second {
+		return strconv.FormatInt(int64((d+500*time.Millisecond)/time.Second), 10) + " s"
+	}
+	return strconv.FormatInt(int64(tenths/10), 10) + "." + strconv.FormatInt(int64(tenths%10), 10) + " s"
+}
 
 // errStalled is the cancellation cause the watchdog gives an attempt.
 var errStalled = errors.New("model stream stalled")
@@ -75,11 +113,16 @@ var errStalled = errors.New("model stream stalled")
 // StreamStep streams one step of p, retrying failed attempts.
 //
 // A failed attempt is retried when it emitted no output event (EventAlive
-// does not count), its *Failure (see
-// Classify) is Retryable and attempts remain. The delay is the failure's
-// Retry-After when set (at most MaxRetryAfter: a longer one is not
-// waited for), else min(1 s·2^(n-1), 32 s) plus up to 25 % jitter, where n
-// is the number of the failed attempt.
+// does not count), its *Failure (see Classify) is Retryable and attempts
+// remain. The delay is the failure's Retry-After when set, else
+// min(base·2^(n-1)·(1+0.25·jitter), cap), where n is the number of the
+// failed attempt, base RetryBase (1 s) and cap 32 times it: no delay,
+// jitter included, exceeds the cap. A Retry-After above the cap is not
+// waited for: the step fails with the provider's failure, which says so.
+//
+// A refused connection or a failed DNS lookup (Failure.Conn) is retried
+// at most ConnectRetries times, and only while the retry starts within
+// ConnectRetryWindow of the first such failure of the step.
 //
 // A watchdog cancels an attempt that produces no event (EventAlive
 // included) within FirstEventTimeout of its start, or none for IdleTimeout
@@ -92,7 +135,12 @@ var errStalled = errors.New("model stream stalled")
 // is a *Failure.
 func StreamStep(ctx context.Context, p Provider, req Request, opts StepOptions, emit func(Event) error) (Finish, error) {
 	opts = opts.withDefaults()
+	var (
+		connFails int       // refused connections and failed lookups so far
+		connSince time.Time // the start of the first of them
+	)
 	for attempt := 1; ; attempt++ {
+		started := opts.Clock.Now()
 		fin, emitted, emitErr, err := runAttempt(ctx, p, req, opts, emit)
 		switch {
 		case emitErr != nil:
@@ -103,16 +151,31 @@ func StreamStep(ctx context.Context, p Provider, req Request, opts StepOptions, 
 			return Finish{}, context.Cause(ctx)
 		}
 		f := Classify(err)
-		if emitted || !f.Retryable() || attempt >= opts.MaxAttempts || f.RetryAfter > MaxRetryAfter {
-			// A provider asking for more than MaxRetryAfter would park the
-			// turn (and keep the host up) for that long: fail instead.
+		if emitted || !f.Retryable() || attempt >= opts.MaxAttempts {
 			return Finish{}, f
 		}
+		maxAttempts := opts.MaxAttempts
 		delay := f.RetryAfter
 		if !f.RetryAfterSet {
-			delay = backoff(attempt, opts.Jitter)
+			delay = backoff(attempt, opts.RetryBase, opts.Jitter)
+		} else if limit := opts.RetryBase * RetryCapFactor; delay > limit {
+			// Waiting longer than the cap would park the turn (and keep
+			// the host up) silently: fail and say why.
+			g := *f
+			g.Hint = "the provider asked to retry after " + FormatDelay(delay) + ", more than the " + FormatDelay(limit) + " limit"
+			return Finish{}, &g
 		}
-		info := RetryInfo{Phase: RetryScheduled, Attempt: attempt + 1, MaxAttempts: opts.MaxAttempts, Delay: delay, Reason: f.Kind}
+		if f.Conn == ConnRefused || f.Conn == ConnDNS {
+			connFails++
+			if connFails == 1 {
+				connSince = started
+			}
+			if connFails > ConnectRetries || opts.Clock.Now().Add(delay).Sub(connSince) > ConnectRetryWindow {
+				return Finish{}, f
+			}
+			maxAttempts = min(maxAttempts, attempt+ConnectRetries-connFails+1)
+		}
+		info := RetryInfo{Phase: RetryScheduled, Attempt: attempt + 1, MaxAttempts: maxAttempts, Delay: delay, Reason: f.Kind, Message: f.Describe()}
 		if opts.OnRetry != nil {
 			opts.OnRetry(info)
 		}
@@ -148,20 +211,25 @@ func (o StepOptions) withDefaults() StepOptions {
 	if o.Jitter == nil {
 		o.Jitter = rand.Float64
 	}
+	if o.RetryBase <= 0 {
+		o.RetryBase = DefaultRetryBase
+	}
 	return o
 }
 
-// backoff is min(1 s·2^(n-1), 32 s) plus up to 25 % of it at random.
-func backoff(n int, jitter func() float64) time.Duration {
-	d := retryMaxDelay
+// backoff is min(base·2^(n-1)·(1+0.25·j), 32·base) for a jitter j in
+// [0, 1): the cap holds with the jitter included.
+func backoff(n int, base time.Duration, jitter func() float64) time.Duration {
+	limit := base * RetryCapFactor
+	d := limit
 	if n < 7 {
-		d = min(retryBaseDelay<<(n-1), retryMaxDelay)
+		d = min(base<<(n-1), limit)
 	}
 	j := jitter()
 	if !(j >= 0 && j < 1) { // also rejects NaN
 		j = 0
 	}
-	return d + time.Duration(float64(d)*retryJitter*j)
+	return min(d+time.Duration(float64(d)*retryJitter*j), limit)
 }
 
 // runAttempt runs one attempt under a watchdog. emitErr is the error emit

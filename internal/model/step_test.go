@@ -70,16 +70,22 @@ func TestBackoff(t *testing.T) {
 		if n == 0 {
 			continue
 		}
-		if got := backoff(n, zero); got != want {
+		if got := backoff(n, time.Second, zero); got != want {
 			t.Errorf("backoff(%d) without jitter = %v, want %v", n, got, want)
 		}
-		got := backoff(n, almost)
-		if got <= want || got >= want+want/4 {
+		got := backoff(n, time.Second, almost)
+		switch {
+		case want == 32*time.Second && got != want:
+			t.Errorf("backoff(%d) with jitter 0.999 = %v, want the cap %v", n, got, want)
+		case want < 32*time.Second && (got <= want || got >= want+want/4):
 			t.Errorf("backoff(%d) with jitter 0.999 = %v, want in (%v, %v)", n, got, want, want+want/4)
 		}
 	}
-	if got := backoff(1, func() float64 { return 7 }); got != time.Second {
+	if got := backoff(1, time.Second, func() float64 { return 7 }); got != time.Second {
 		t.Errorf("out-of-range jitter not ignored: %v", got)
+	}
+	if got := backoff(3, 10*time.Millisecond, zero); got != 40*time.Millisecond {
+		t.Errorf("backoff(3) from a 10 ms base = %v, want 40ms", got)
 	}
 }
 
@@ -112,10 +118,10 @@ func TestStreamStepRetriesUntilSuccess(t *testing.T) {
 		t.Fatalf("calls=%d events=%+v", calls.Load(), got)
 	}
 	want := []RetryInfo{
-		{RetryScheduled, 2, 10, 1125 * time.Millisecond, FailureProviderUnavailable},
-		{RetryStarted, 2, 10, 1125 * time.Millisecond, FailureProviderUnavailable},
-		{RetryScheduled, 3, 10, 2250 * time.Millisecond, FailureProviderUnavailable},
-		{RetryStarted, 3, 10, 2250 * time.Millisecond, FailureProviderUnavailable},
+		{RetryScheduled, 2, 10, 1125 * time.Millisecond, FailureProviderUnavailable, "HTTP 503 Service Unavailable: busy"},
+		{RetryStarted, 2, 10, 1125 * time.Millisecond, FailureProviderUnavailable, "HTTP 503 Service Unavailable: busy"},
+		{RetryScheduled, 3, 10, 2250 * time.Millisecond, FailureProviderUnavailable, "HTTP 503 Service Unavailable: busy"},
+		{RetryStarted, 3, 10, 2250 * time.Millisecond, FailureProviderUnavailable, "HTTP 503 Service Unavailable: busy"},
 	}
 	if infos := rec.get(); !reflect.DeepEqual(infos, want) {
 		t.Fatalf("OnRetry calls:\n got %+v\nwant %+v", infos, want)
@@ -313,7 +319,7 @@ func TestStreamStepWatchdogPausedDuringEmit(t *testing.T) {
 	}
 }
 
-// A Retry-After longer than MaxRetryAfter is not waited for: the step
+// A Retry-After longer than the 32 s cap is not waited for: the step
 // fails with the provider's failure at once.
 func TestLongRetryAfterFailsTheStep(t *testing.T) {
 	calls := 0

@@ -11,6 +11,7 @@ import (
 	"github.com/maka-agent/maka/internal/agent"
 	"github.com/maka-agent/maka/internal/continuity"
 	"github.com/maka-agent/maka/internal/interactions"
+	"github.com/maka-agent/maka/internal/model"
 	"github.com/maka-agent/maka/internal/sessions"
 	"github.com/maka-agent/maka/internal/store"
 	"github.com/maka-agent/maka/protocol"
@@ -114,10 +115,37 @@ func (r *recorder) Emit(ctx context.Context, ev agent.Event) error {
 	case agent.ProviderRetry:
 		if ev.Retry != nil {
 			r.c.log.Info("provider retry", "session", r.a.SessionID, "turn", r.a.TurnID,
-				"phase", ev.Retry.Phase, "attempt", ev.Retry.Attempt, "delay", ev.Retry.Delay, "reason", ev.Retry.Reason)
+				"phase", ev.Retry.Phase, "attempt", ev.Retry.Attempt, "delay", ev.Retry.Delay, "reason", ev.Retry.Reason,
+				"error", ev.Retry.Message)
+			if ev.Retry.Phase == model.RetryScheduled {
+				r.c.cont.PublishNotice(r.a.SessionID, retryNotice(r.a.TurnID, *ev.Retry))
+			}
 		}
+	case agent.ProviderFailure:
+		r.c.log.Info("model request failed", "session", r.a.SessionID, "turn", r.a.TurnID, "error", ev.Text)
+		r.c.cont.PublishNotice(r.a.SessionID, protocol.SessionNotice{Kind: protocol.NoticeModelFailed, TurnID: r.a.TurnID,
+			Message: noticeText(ev.Text)})
 	}
 	return nil
+}
+
+// retryNotice is the model_retry notice of a scheduled retry.
+func retryNotice(turnID string, info model.RetryInfo) protocol.SessionNotice {
+	return protocol.SessionNotice{Kind: protocol.NoticeModelRetry, TurnID: turnID, Message: noticeText(info.String()),
+		Attempt: clampAttempt(info.Attempt), MaxAttempts: clampAttempt(max(info.MaxAttempts, info.Attempt)), DelayMs: info.Delay.Milliseconds()}
+}
+
+// clampAttempt keeps an attempt number within the notice's bounds.
+func clampAttempt(n int) int64 {
+	return int64(min(max(n, 2), protocol.MaxNoticeAttempts))
+}
+
+// noticeText bounds a notice's message.
+func noticeText(s string) string {
+	if len(s) > protocol.SessionNoticeMessageMaxBytes {
+		s = protocol.TruncateUTF8(s, protocol.SessionNoticeMessageMaxBytes-len("…")) + "…"
+	}
+	return s
 }
 
 // validArgs returns raw if it is valid JSON, else nil (a model may write
