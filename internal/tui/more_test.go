@@ -1,8 +1,8 @@
 package tui
 
 import (
-	"fmt"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -163,7 +163,7 @@ func TestInputHistory(t *testing.T) {
 		{tea.KeyUp, "second\nline"},
 		{tea.KeyUp, "second\nline"}, // the cursor moves to the first line
 		{tea.KeyUp, "first"},
-		{tea.KeyUp, "first"}, // the oldest
+		{tea.KeyUp, "first"},          // the oldest
 		{tea.KeyDown, "second\nline"}, // the cursor is on its last line
 		{tea.KeyDown, "third"},
 		{tea.KeyDown, "draft"},

@@ -361,7 +361,21 @@ func (m *model) cardView() string {
 	}
 	title, lines, keys := m.promptLines()
 	inner := max(m.width-4, 10)
-	body := m.look.r.NewStyle().Width(inner).Render(sanitize(strings.Join(lines, "\n")))
+	styled := make([]string, 0, len(lines))
+	for _, l := range strings.Split(sanitize(strings.Join(lines, "\n")), "\n") {
+		switch {
+		case strings.HasPrefix(l, "+++ ") || strings.HasPrefix(l, "--- "):
+			l = m.look.toolName.Render(l)
+		case strings.HasPrefix(l, "+"):
+			l = m.look.toolOK.Render(l)
+		case strings.HasPrefix(l, "-"):
+			l = m.look.toolErr.Render(l)
+		case strings.HasPrefix(l, "@@"):
+			l = m.look.info.Render(l)
+		}
+		styled = append(styled, l)
+	}
+	body := m.look.r.NewStyle().Width(inner).Render(strings.Join(styled, "\n"))
 	bl := strings.Split(body, "\n")
 	if limit := max(maxCardLines, m.height-12); len(bl) > limit {
 		bl = append(bl[:limit-1], "…")
@@ -392,7 +406,7 @@ func (m *model) footerView() string {
 		}
 		h = "enter " + mode + " · tab steer/follow-up · esc stop · ctrl+o tool output · ? help"
 	case m.help:
-		h = "esc close"
+		h = "esc closes this help"
 	default:
 		h = "enter send · ctrl+j newline · / commands · ctrl+o tool output · ? help"
 	}

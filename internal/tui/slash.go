@@ -35,8 +35,7 @@ var helpKeys = [][2]string{
 	{"esc", "stop the running turn; close this help"},
 	{"ctrl+c", "clear the input; else stop the turn; else quit (press twice)"},
 	{"ctrl+o", "expand or collapse tool output"},
-	{"ctrl+s", "sessions"},
-	{"ctrl+n", "new session"},
+	{"ctrl+s / ctrl+n", "sessions / new session"},
 	{"pgup / pgdn", "scroll the transcript"},
 	{"y / n / a", "answer a permission prompt: allow, deny, allow for the turn"},
 	{"ctrl+d", "quit (on an empty input)"},
@@ -270,11 +269,11 @@ func (m *model) suggestView() string {
 
 // helpView is the help overlay, in height lines.
 func (m *model) helpView(height int) string {
-	lines := []string{m.look.listTitle.Render(" Keys"), ""}
+	lines := []string{m.look.listTitle.Render(" Keys")}
 	for _, k := range helpKeys {
 		lines = append(lines, "  "+m.look.user.Render(padRight(k[0], 20))+" "+k[1])
 	}
-	lines = append(lines, "", m.look.listTitle.Render(" Commands"), "")
+	lines = append(lines, m.look.listTitle.Render(" Commands"))
 	for _, c := range slashCommands {
 		n := c.name
 		if c.args != "" {
@@ -282,7 +281,6 @@ func (m *model) helpView(height int) string {
 		}
 		lines = append(lines, "  "+m.look.user.Render(padRight(n, 28))+" "+c.help)
 	}
-	lines = append(lines, "", m.look.hint.Render("  esc closes this help"))
 	clip := m.look.r.NewStyle().MaxWidth(m.width)
 	for i := range lines {
 		lines[i] = clip.Render(lines[i])
