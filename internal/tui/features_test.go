@@ -1,6 +1,10 @@
 package tui
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -270,5 +274,20 @@ func TestFailedTurnExplainsItself(t *testing.T) {
 		if !strings.Contains(v, want) {
 			t.Fatalf("view lacks %q:\n%s", want, v)
 		}
+	}
+}
+
+// TestRunRefusesInputThatIsNotATerminal: input from a file that is not a
+// terminal fails at once, and nothing is drawn.
+func TestRunRefusesInputThatIsNotATerminal(t *testing.T) {
+	in, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var out bytes.Buffer
+	err = Run(context.Background(), Options{Backend: newFakeBackend(), Workspace: "/w", In: in, Out: &out})
+	if !errors.Is(err, ErrNotATerminal) || out.Len() != 0 {
+		t.Fatalf("Run over /dev/null: %v, wrote %q", err, out.String())
 	}
 }
