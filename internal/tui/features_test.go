@@ -291,3 +291,40 @@ func TestRunRefusesInputThatIsNotATerminal(t *testing.T) {
 		t.Fatalf("Run over /dev/null: %v, wrote %q", err, out.String())
 	}
 }
+
+// TestSessionsCommandFiltersTheList: /sessions opens the list on the
+// current session; / filters it by name and Enter opens the match.
+func TestSessionsCommandFiltersTheList(t *testing.T) {
+	be := newFakeBackend()
+	for _, s := range []string{"alpha work", "beta chores", "gamma notes"} {
+		id := strings.Fields(s)[0]
+		be.addSession(summary(id, s), snapshot(id, 1, nil))
+	}
+	be.setTranscript("gamma", []protocol.TranscriptMessage{userMsg("u1", "t1", "from gamma")})
+	h := newHarness(t, be, Options{ResumeSessionID: "beta"})
+	h.attached()
+	h.m.input.SetValue("/sessions")
+	h.key(tea.KeyEnter)
+	h.until("the list", func() bool { return h.m.list.open && !h.m.list.loading })
+	v := h.m.View()
+	for _, want := range []string{"Sessions", "alpha work", "• beta chores", "gamma notes", "3 sessions"} {
+		if !strings.Contains(v, want) {
+			t.Fatalf("list lacks %q:\n%s", want, v)
+		}
+	}
+	if it := h.m.list.l.SelectedItem().(sessionItem); it.s.SessionID != "beta" {
+		t.Fatalf("the list starts on %s", it.s.SessionID)
+	}
+	h.typ("/")
+	h.typ("gam")
+	h.until("the filter", func() bool { return len(h.m.list.l.VisibleItems()) == 1 })
+	h.key(tea.KeyEnter) // accept the filter
+	if v := h.m.View(); strings.Contains(v, "alpha work") || !strings.Contains(v, "gamma notes") {
+		t.Fatalf("filtered list:\n%s", v)
+	}
+	h.key(tea.KeyEnter)
+	h.until("gamma", func() bool { return h.m.stream != nil && h.m.stream.(*fakeStream).sessionID == "gamma" && !h.m.loading })
+	if v := h.m.View(); !strings.Contains(v, "from gamma") {
+		t.Fatalf("after opening:\n%s", v)
+	}
+}

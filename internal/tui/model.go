@@ -8,6 +8,7 @@ import (
 
 	"time"
 
+	"github.com/charmbracelet/bubbles/list"
 	"github.com/charmbracelet/bubbles/spinner"
 	"github.com/charmbracelet/bubbles/viewport"
 	tea "github.com/charmbracelet/bubbletea"
@@ -230,6 +231,10 @@ func (m *model) update(msg tea.Msg) tea.Cmd {
 		return m.onPermsSet(msg)
 	case compactedMsg:
 		return m.onCompacted(msg)
+	case list.FilterMatchesMsg:
+		var cmd tea.Cmd
+		m.list.l, cmd = m.list.l.Update(msg)
+		return cmd
 	case spinner.TickMsg:
 		if !m.turnActive() {
 			m.spinning = false

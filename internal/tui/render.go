@@ -3,10 +3,8 @@ package tui
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/charmbracelet/lipgloss"
 
@@ -396,7 +394,7 @@ func (m *model) footerView() string {
 	var h string
 	switch {
 	case m.list.open:
-		h = "↑/↓ move · enter open · n new · r reload · esc back · q quit"
+		h = "↑/↓ move · / filter · enter open · n new · r reload · esc back · q quit"
 	case m.prompt != nil:
 		h = "answer the prompt · esc stop the turn · ctrl+d quit"
 	case m.turnActive():
@@ -413,46 +411,13 @@ func (m *model) footerView() string {
 	return m.look.hint.MaxWidth(m.width).Render(" " + h)
 }
 
-// listView renders the session picker in height lines.
-func (m *model) listView(height int) string {
-	l := &m.list
-	title := "Sessions"
-	if m.opts.RootPath != "" {
-		title += " — " + m.opts.RootPath
-	}
-	lines := []string{m.look.listTitle.Render(" " + title)}
-	switch {
-	case l.loading && len(l.sessions) == 0:
-		lines = append(lines, m.look.hint.Render("  loading…"))
-	case l.err != nil:
-		lines = append(lines, m.look.errText.Render("  "+l.err.Error()))
-	case len(l.sessions) == 0:
-		lines = append(lines, m.look.hint.Render("  no sessions yet: press n to start one"))
-	}
-	rows := max(height-len(lines), 1)
-	first := 0
-	if l.cursor >= rows {
-		first = l.cursor - rows + 1
-	}
-	for i := first; i < len(l.sessions) && i < first+rows; i++ {
-		s := l.sessions[i]
-		name := s.Name
-		if name == "" {
-			name = short(s.SessionID)
-		}
-		when := time.UnixMilli(s.LastUsedAt).Format("2006-01-02 15:04")
-		row := fmt.Sprintf(" %-24s %-16s %-10s %s  %s", name, string(s.Status), modelTarget(s.ModelTarget), when, filepath.Base(s.Workspace.Path))
-		if m.session != nil && s.SessionID == m.session.SessionID {
-			row = "•" + row[1:]
-		}
-		st := m.look.listItem
-		if i == l.cursor {
-			st = m.look.listSel
-		}
-		lines = append(lines, st.Width(m.width).Render(truncateWidth(row, m.width)))
-	}
+// padLines makes s exactly height lines.
+func padLines(s string, height int) string {
+	lines := strings.Split(s, "\n")
 	for len(lines) < height {
 		lines = append(lines, "")
 	}
 	return strings.Join(lines[:height], "\n")
 }
+
+func lipglossNormalLeft() lipgloss.Border { return lipgloss.NormalBorder() }
