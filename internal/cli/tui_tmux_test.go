@@ -211,7 +211,16 @@ func TestTUIDailyUseInTmux(t *testing.T) {
 	keys("Up")
 	m.waitFor("> first line")
 	keys("C-c")
+	m.waitFor("> Message maka")
+	// A paste arrives whole: its newline does not send it.
+	m.cmd("set-buffer", "-b", "maka-paste", "pasted one\npasted two")
+	m.cmd("paste-buffer", "-p", "-b", "maka-paste", "-t", m.name)
+	m.waitFor("> pasted one", "  pasted two")
+	keys("C-c")
 	pane = m.waitFor("> Message maka")
+	if strings.Contains(pane, "› pasted one") {
+		t.Fatalf("the paste was sent:\n%s", pane)
+	}
 	keys("C-c")
 	m.waitFor("press Ctrl-C again to quit")
 	keys("C-c")

@@ -72,17 +72,15 @@ func (e *editor) Value() string { return e.ta.Value() }
 
 // SetValue replaces the text and puts the cursor at its end.
 func (e *editor) SetValue(s string) {
-	e.ta.SetValue(s)
-	e.fit()
+	e.edit(func() { e.ta.SetValue(s) })
 }
 
 // Reset empties the box and ends a history walk.
 func (e *editor) Reset() {
-	e.ta.Reset()
+	e.edit(e.ta.Reset)
 	if e.hist != nil {
 		e.hist.pos = len(e.hist.entries)
 	}
-	e.fit()
 }
 
 // SetWidth sets the box width, prompt included.
@@ -93,6 +91,16 @@ func (e *editor) SetWidth(w int) {
 
 // Height is the rows the box takes.
 func (e *editor) Height() int { return e.ta.Height() }
+
+// edit applies a change with the box at its tallest, so that the view
+// scrolls only when the text is taller than that, and then fits the box to
+// the text.
+func (e *editor) edit(change func()) {
+	e.ta.SetHeight(maxInputRows)
+	change()
+	e.fit()
+	e.ta, _ = e.ta.Update(nil) // keeps the cursor in view
+}
 
 // fit grows the box with its lines, up to maxInputRows.
 func (e *editor) fit() {
@@ -110,14 +118,12 @@ func (e *editor) Update(k tea.KeyMsg) {
 	switch k.String() {
 	case "up":
 		if e.ta.Line() == 0 && e.ta.LineInfo().RowOffset == 0 && e.hist.back(e.ta.Value()) {
-			e.ta.SetValue(e.hist.current())
-			e.fit()
+			e.SetValue(e.hist.current())
 			return
 		}
 	case "down":
 		if e.ta.Line() == e.ta.LineCount()-1 && e.hist.forward() {
-			e.ta.SetValue(e.hist.current())
-			e.fit()
+			e.SetValue(e.hist.current())
 			return
 		}
 	}
@@ -130,8 +136,7 @@ func (e *editor) Update(k tea.KeyMsg) {
 		// A pasted CRLF or CR is one line break.
 		k.Runes = []rune(strings.ReplaceAll(strings.ReplaceAll(string(k.Runes), "\r\n", "\n"), "\r", "\n"))
 	}
-	e.ta, _ = e.ta.Update(k)
-	e.fit()
+	e.edit(func() { e.ta, _ = e.ta.Update(k) })
 }
 
 // View renders the box.

@@ -138,6 +138,10 @@ func TestEditor(t *testing.T) {
 	if e.Height() != 3 {
 		t.Fatalf("a three-line message shows %d rows", e.Height())
 	}
+	// The box grew with the paste: its first line is still in view.
+	if v := e.View(); !strings.HasPrefix(v, "> hello") || !strings.Contains(v, "pasted") {
+		t.Fatalf("view %q", v)
+	}
 	e.Reset()
 	if got := e.View(); !strings.Contains(got, "Message maka") || e.Height() != 1 {
 		t.Fatalf("no placeholder, or the box did not shrink: %q", got)
@@ -224,5 +228,17 @@ func TestAnswerFailureShowsThePromptAgain(t *testing.T) {
 	h.send(answeredMsg{gen: h.m.gen, interactionID: "i1", err: errors.New("conflict")})
 	if h.m.prompt == nil || h.m.prompt.it.InteractionID != "i1" || !h.m.noticeErr {
 		t.Fatalf("prompt %v notice %q", h.m.prompt, h.m.notice)
+	}
+}
+
+// TestEditorGrowsWithAPaste: a paste of several lines into an empty box
+// grows it and shows the paste from its first line.
+func TestEditorGrowsWithAPaste(t *testing.T) {
+	e := newLook(io.Discard, "").newInput()
+	e.SetValue("an earlier\nmessage")
+	e.Reset()
+	e.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("one\ntwo\nthree"), Paste: true})
+	if v := e.View(); e.Height() != 3 || !strings.HasPrefix(v, "> one") || !strings.Contains(v, "three") {
+		t.Fatalf("%d rows: %q", e.Height(), v)
 	}
 }
