@@ -690,6 +690,9 @@ func (r *turnRun) applyPermissions(ctx context.Context, sum protocol.SessionSumm
 	default:
 		r.p.notef("maka: permission mode: %s", perms.PermissionMode)
 	}
+	if in.Thinking != "" {
+		r.p.notef("maka: reasoning effort: %s", perms.Thinking)
+	}
 	sum.PermissionMode = perms.PermissionMode
 	box := perms.SandboxInForce()
 	switch {

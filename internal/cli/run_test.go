@@ -928,7 +928,7 @@ func TestRunThinkingReachesTheModel(t *testing.T) {
 	}
 	// --thinking on an existing session changes its effort from this turn on.
 	r = s.run("run", "--root", root, "--continue", "--thinking", "low", "lighter")
-	if r.code != 0 || r.stdout != "effort low\n" || strings.Contains(r.stderr, "keeps its reasoning effort") {
+	if r.code != 0 || r.stdout != "effort low\n" || strings.Contains(r.stderr, "keeps its reasoning effort") || !strings.Contains(r.stderr, "reasoning effort: low") {
 		t.Fatalf("continued run with --thinking = %d %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	r = s.run("run", "--root", root, "--continue", "and on")
