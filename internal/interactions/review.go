@@ -187,7 +187,8 @@ func linesPreview(args json.RawMessage, key string) *protocol.ReviewLinesPreview
 			p.Truncated = true
 			break
 		}
-		shown := sanitize(strings.TrimSuffix(line, "\r"), false)
+		// A tab keeps its indentation (sanitize would make it one space).
+		shown := sanitize(strings.ReplaceAll(strings.TrimSuffix(line, "\r"), "\t", "    "), false)
 		if total+len(shown) > protocol.ReviewPreviewMaxBytes {
 			shown, _ = fitBytes(shown, protocol.ReviewPreviewMaxBytes-total)
 			p.Lines = append(p.Lines, shown)

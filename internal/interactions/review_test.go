@@ -59,7 +59,7 @@ func TestPermissionReviews(t *testing.T) {
 			Content: &protocol.ReviewLinesPreview{Lines: []string{"x"}, Bytes: 1}}},
 		{"write shows its lines", permReq("Write", "file_write", map[string]string{"path": "a.go", "content": "package a\n\n\tfunc F() {}\x1b[2J\n"}, true),
 			protocol.PathReview{Operation: "write", Path: "a.go",
-				Content: &protocol.ReviewLinesPreview{Lines: []string{"package a", "", " func F() {}\uFFFD[2J"}, Bytes: 28}}},
+				Content: &protocol.ReviewLinesPreview{Lines: []string{"package a", "", "    func F() {}\uFFFD[2J"}, Bytes: 28}}},
 		{"edit", permReq("Edit", "file_write", map[string]string{"path": "a.go"}, true), protocol.PathReview{Operation: "edit", Path: "a.go"}},
 		{"edit shows both sides", permReq("Edit", "file_write", map[string]string{"path": "a.go", "old_string": "a := 1\nb := 2", "new_string": "a := 3"}, true),
 			protocol.PathReview{Operation: "edit", Path: "a.go",

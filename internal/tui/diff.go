@@ -62,12 +62,12 @@ func unifiedDiff(a, b []string) []string {
 		case i < n && j < m && a[i] == b[j]:
 			out = append(out, " "+a[i])
 			i, j = i+1, j+1
-		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
-			out = append(out, "+"+b[j])
-			j++
-		default:
+		case i < n && (j == m || lcs[i+1][j] >= lcs[i][j+1]):
 			out = append(out, "-"+a[i])
 			i++
+		default:
+			out = append(out, "+"+b[j])
+			j++
 		}
 	}
 	return out

@@ -50,7 +50,7 @@ func TestWriteAndEditApprovalsShowWhatTheyWrite(t *testing.T) {
 
 func TestUnifiedDiff(t *testing.T) {
 	got := unifiedDiff([]string{"a", "b", "c", "d"}, []string{"a", "x", "c", "d", "e"})
-	want := []string{"@@ -1,4 +1,5 @@", " a", "+x", "-b", " c", " d", "+e"}
+	want := []string{"@@ -1,4 +1,5 @@", " a", "-b", "+x", " c", " d", "+e"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("diff %q, want %q", got, want)
 	}

@@ -189,6 +189,9 @@ func (m *model) toolView(t *toolCard, w int) string {
 			hidden := len(ol) - limit
 			ol = ol[hidden:]
 			more := fmt.Sprintf("… %d earlier lines", hidden)
+			if hidden == 1 {
+				more = "… 1 earlier line"
+			}
 			if !m.expanded {
 				more += " (ctrl+o expands)"
 			}
