@@ -319,7 +319,7 @@ func (m *model) attach(s protocol.SessionSummary, keep bool) tea.Cmd {
 		m.resubscribes = 0
 	}
 	m.loading = false
-	return tea.Batch(closeOld, m.openStream(m.gen, s.SessionID), m.queryPermissions(m.gen, s.SessionID))
+	return tea.Batch(closeOld, m.openStream(m.gen, s.SessionID), m.queryPermissions(m.gen, s.SessionID), m.loadModels())
 }
 
 // detach leaves the current session: the next message creates a new one.
@@ -656,6 +656,7 @@ func (m *model) onPermsSet(msg permsSetMsg) tea.Cmd {
 
 func (m *model) onCompacted(msg compactedMsg) tea.Cmd {
 	m.compacting = false
+	m.notice, m.noticeErr = "", false
 	if msg.err != nil {
 		m.fail("compact", msg.err)
 		return nil
