@@ -492,10 +492,40 @@ type CommandReview struct {
 	Cwd     *string `json:"cwd,omitempty"`
 }
 
-// PathReview reviews a file operation (read|write|edit) on a path.
+// PathReview reviews a file operation (read|write|edit) on a path. Content
+// (write) and OldString/NewString (edit) are optional previews of what the
+// call would write (an extension: docs/protocol.md, "Content previews");
+// the path is what the review approves.
 type PathReview struct {
-	Operation string `json:"operation"`
-	Path      string `json:"path"`
+	Operation string              `json:"operation"`
+	Path      string              `json:"path"`
+	Content   *ReviewLinesPreview `json:"content,omitempty"`
+	OldString *ReviewLinesPreview `json:"oldString,omitempty"`
+	NewString *ReviewLinesPreview `json:"newString,omitempty"`
+}
+
+// Bounds of a ReviewLinesPreview.
+const (
+	ReviewPreviewMaxLines = 48
+	ReviewPreviewMaxBytes = 2048 // all lines together
+)
+
+// ReviewLinesPreview is a bounded preview of a multi-line text, one safe
+// review string per line: Bytes is the original size, Truncated whether
+// Lines show less than the original.
+type ReviewLinesPreview struct {
+	Lines     []string `json:"lines"`
+	Bytes     int64    `json:"bytes"`
+	Truncated bool     `json:"truncated"`
+}
+
+// MarshalJSON writes a nil line list as [].
+func (p ReviewLinesPreview) MarshalJSON() ([]byte, error) {
+	type plain ReviewLinesPreview
+	if p.Lines == nil {
+		p.Lines = []string{}
+	}
+	return Marshal(plain(p))
 }
 
 // SearchReview reviews a glob or grep search.
@@ -1447,6 +1477,32 @@ func decodeOptionalReviewText(d *D, o Obj, key string, maxBytes int, allowEmpty 
 	return &s
 }
 
+// decodeLinesPreview decodes an optional ReviewLinesPreview.
+func decodeLinesPreview(d *D, o Obj, key string) *ReviewLinesPreview {
+	if !o.Has(key) {
+		return nil
+	}
+	v, p := o.Get(key)
+	po := d.Exact(v, p, "lines", "bytes", "truncated")
+	lv, lp := po.Get("lines")
+	items := d.Array(lv, lp, 0, ReviewPreviewMaxLines)
+	out := &ReviewLinesPreview{Lines: make([]string, 0, len(items)), Bytes: po.Count("bytes"), Truncated: po.Bool("truncated")}
+	total := 0
+	for i, item := range items {
+		line := decodeReviewTextValue(d, item, Index(lp, i), ReviewPreviewMaxBytes, true)
+		if d.Failed() {
+			return nil
+		}
+		total += len(line)
+		out.Lines = append(out.Lines, line)
+	}
+	if total > ReviewPreviewMaxBytes {
+		d.Fail(lp, "preview longer than its bound")
+		return nil
+	}
+	return out
+}
+
 func decodeTextPreview(d *D, o Obj, key string, maxBytes int, allowEmpty bool) ReviewTextPreview {
 	v, p := o.Get(key)
 	po := d.Exact(v, p, "text", "bytes", "truncated")
@@ -1472,11 +1528,15 @@ func decodeToolReview(d *D, v Value, path string) ToolReview {
 			Cwd:     decodeOptionalReviewText(d, o, "cwd", ReviewPathMaxBytes, false),
 		}
 	case ReviewKindPath:
-		o := d.Exact(v, path, "kind", "operation", "path")
-		r = PathReview{
+		o := d.Closed(v, path, []string{"kind", "operation", "path"}, []string{"content", "oldString", "newString"})
+		pr := PathReview{
 			Operation: o.Enum("operation", "read", "write", "edit"),
 			Path:      decodeReviewText(d, o, "path", ReviewPathMaxBytes, false),
 		}
+		pr.Content = decodeLinesPreview(d, o, "content")
+		pr.OldString = decodeLinesPreview(d, o, "oldString")
+		pr.NewString = decodeLinesPreview(d, o, "newString")
+		r = pr
 	case ReviewKindSearch:
 		o := d.Closed(v, path, []string{"kind", "operation", "pattern", "root"}, []string{"glob"})
 		r = SearchReview{

@@ -56,6 +56,9 @@ type SessionPermissions struct {
 	RootRules        []PermissionRule `json:"rootRules"`
 	SandboxAvailable bool             `json:"sandboxAvailable"`
 	SandboxReason    string           `json:"sandboxReason,omitempty"`
+	// Thinking is the session's reasoning effort (an extension field:
+	// absent when the session never chose one).
+	Thinking string `json:"thinking,omitempty"`
 }
 
 // SandboxUnavailable is what SandboxInForce says on a machine that cannot
@@ -94,6 +97,9 @@ type SessionPermissionsSetInput struct {
 	// ReplaceRules marks Rules as present (an empty list clears them).
 	ReplaceRules bool             `json:"-"`
 	AddRules     []PermissionRule `json:"addRules,omitempty"`
+	// Thinking sets the session's reasoning effort (one of
+	// SessionThinkingLevels; "" leaves it).
+	Thinking string `json:"thinking,omitempty"`
 }
 
 // MarshalJSON writes rules whenever ReplaceRules is set, even when empty.
@@ -109,7 +115,8 @@ func (in SessionPermissionsSetInput) MarshalJSON() ([]byte, error) {
 		Sandbox        string            `json:"sandbox,omitempty"`
 		Rules          *[]PermissionRule `json:"rules,omitempty"`
 		AddRules       []PermissionRule  `json:"addRules,omitempty"`
-	}{in.SessionID, in.PermissionMode, in.Sandbox, rules, in.AddRules})
+		Thinking       string            `json:"thinking,omitempty"`
+	}{in.SessionID, in.PermissionMode, in.Sandbox, rules, in.AddRules, in.Thinking})
 }
 
 // RootPermissions is the storage root's default sandbox and rules.
@@ -200,7 +207,7 @@ func decodeSessionPermissionsQueryInput(d *D, v Value) any {
 }
 
 func decodeSessionPermissionsSetInput(d *D, v Value) any {
-	o := d.Closed(v, "input", []string{"sessionId"}, []string{"permissionMode", "sandbox", "rules", "addRules"})
+	o := d.Closed(v, "input", []string{"sessionId"}, []string{"permissionMode", "sandbox", "rules", "addRules", "thinking"})
 	in := SessionPermissionsSetInput{SessionID: o.EntityID("sessionId")}
 	if o.Has("permissionMode") {
 		in.PermissionMode = PermissionMode(o.Enum("permissionMode", sessionPermissionModes...))
@@ -218,11 +225,14 @@ func decodeSessionPermissionsSetInput(d *D, v Value) any {
 			in.AddRules = add
 		}
 	}
+	if o.Has("thinking") {
+		in.Thinking = o.Enum("thinking", SessionThinkingLevels...)
+	}
 	return in
 }
 
 func decodeSessionPermissionsResult(d *D, v Value) any {
-	o := d.Closed(v, "result", []string{"sessionId", "permissionMode", "sandbox", "rules", "rootRules", "sandboxAvailable"}, []string{"sandboxReason"})
+	o := d.Closed(v, "result", []string{"sessionId", "permissionMode", "sandbox", "rules", "rootRules", "sandboxAvailable"}, []string{"sandboxReason", "thinking"})
 	p := SessionPermissions{SessionID: o.EntityID("sessionId")}
 	p.PermissionMode = PermissionMode(o.Enum("permissionMode", sessionPermissionModes...))
 	p.Sandbox = o.Enum("sandbox", sandboxModes...)
@@ -233,6 +243,9 @@ func decodeSessionPermissionsResult(d *D, v Value) any {
 	p.SandboxAvailable = o.Bool("sandboxAvailable")
 	if o.Has("sandboxReason") {
 		p.SandboxReason = o.StringBytes("sandboxReason", 1, SandboxReasonMaxBytes)
+	}
+	if o.Has("thinking") {
+		p.Thinking = o.Enum("thinking", SessionThinkingLevels...)
 	}
 	return p
 }

@@ -650,6 +650,9 @@ func (r *turnRun) selectSession(ctx context.Context) (protocol.SessionSummary, b
 func (r *turnRun) applyPermissions(ctx context.Context, sum protocol.SessionSummary, created bool) (protocol.SessionSummary, string, error) {
 	o := r.req.opts
 	in := protocol.SessionPermissionsSetInput{SessionID: sum.SessionID, Sandbox: o.sandbox, AddRules: r.req.rules}
+	if !created {
+		in.Thinking = o.thinking
+	}
 	inherited := ""
 	switch {
 	case !created && r.req.mode != "":
@@ -667,7 +670,7 @@ func (r *turnRun) applyPermissions(ctx context.Context, sum protocol.SessionSumm
 	}
 	var res any
 	var err error
-	if in.PermissionMode == "" && in.Sandbox == "" && len(in.AddRules) == 0 {
+	if in.PermissionMode == "" && in.Sandbox == "" && len(in.AddRules) == 0 && in.Thinking == "" {
 		res, err = r.conn.Call(ctx, protocol.OpSessionPermissionsQuery, protocol.SessionPermissionsQueryInput{SessionID: sum.SessionID})
 	} else {
 		res, err = r.conn.Call(ctx, protocol.OpSessionPermissionsSet, in)
@@ -686,6 +689,9 @@ func (r *turnRun) applyPermissions(ctx context.Context, sum protocol.SessionSumm
 		r.p.notef("maka: permission mode: %s (was %s)", perms.PermissionMode, sum.PermissionMode)
 	default:
 		r.p.notef("maka: permission mode: %s", perms.PermissionMode)
+	}
+	if in.Thinking != "" {
+		r.p.notef("maka: reasoning effort: %s", perms.Thinking)
 	}
 	sum.PermissionMode = perms.PermissionMode
 	box := perms.SandboxInForce()
@@ -708,15 +714,12 @@ func (r *turnRun) defaultMode(ctx context.Context) (protocol.PermissionMode, err
 	return protocol.PermissionMode(snap.Policy.ChatDefaults.PermissionMode), nil
 }
 
-// warnCreationFlags says that the options of a new session do not change
-// an existing one.
+// warnCreationFlags says that the model options of a new session do not
+// change an existing one (--thinking does: applyPermissions sends it).
 func (r *turnRun) warnCreationFlags(sum protocol.SessionSummary) {
 	o := r.req.opts
 	if o.connection != "" || o.model != "" {
 		r.p.notef("maka: session %s keeps its model (--connection and --model apply to new sessions)", sum.SessionID)
-	}
-	if o.thinking != "" {
-		r.p.notef("maka: session %s keeps its reasoning effort (--thinking applies to new sessions)", sum.SessionID)
 	}
 }
 

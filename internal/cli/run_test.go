@@ -932,6 +932,15 @@ func TestRunThinkingReachesTheModel(t *testing.T) {
 	if r.code != 0 || r.stdout != "effort high\n" {
 		t.Fatalf("continued run = %d %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
+	// --thinking on an existing session changes its effort from this turn on.
+	r = s.run("run", "--root", root, "--continue", "--thinking", "low", "lighter")
+	if r.code != 0 || r.stdout != "effort low\n" || strings.Contains(r.stderr, "keeps its reasoning effort") || !strings.Contains(r.stderr, "reasoning effort: low") {
+		t.Fatalf("continued run with --thinking = %d %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = s.run("run", "--root", root, "--continue", "and on")
+	if r.code != 0 || r.stdout != "effort low\n" {
+		t.Fatalf("run after --thinking low = %d %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
 	// A new session without --thinking sends none.
 	r = s.run("run", "--root", root, "plain")
 	if r.code != 0 || r.stdout != "effort \n" {
@@ -941,7 +950,8 @@ func TestRunThinkingReachesTheModel(t *testing.T) {
 		t.Fatalf("--thinking max = %d %q", r.code, r.stderr)
 	}
 	seen := srv.Seen()
-	if len(seen) != 3 || seen[0].ReasoningEffort != "high" || seen[1].ReasoningEffort != "high" || seen[2].ReasoningEffort != "" {
+	if len(seen) != 5 || seen[0].ReasoningEffort != "high" || seen[1].ReasoningEffort != "high" ||
+		seen[2].ReasoningEffort != "low" || seen[3].ReasoningEffort != "low" || seen[4].ReasoningEffort != "" {
 		t.Fatalf("requests: %d", len(seen))
 	}
 }

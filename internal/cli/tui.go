@@ -43,6 +43,9 @@ func attachTUI(root *cobra.Command) {
 		if err != nil {
 			return exitf(2, "invalid --cwd: %v", err)
 		}
+		if err := needTerminal(cmd); err != nil {
+			return err
+		}
 		root, err := o.host.rootPath()
 		if err != nil {
 			return err
@@ -64,4 +67,18 @@ func attachTUI(root *cobra.Command) {
 		}
 		return nil
 	}
+}
+
+// needTerminal refuses to draw the terminal UI where there is no terminal
+// to draw it on or read keys from.
+func needTerminal(cmd *cobra.Command) error {
+	for _, s := range []struct {
+		name string
+		f    any
+	}{{"standard input", cmd.InOrStdin()}, {"standard output", cmd.OutOrStdout()}} {
+		if f, ok := s.f.(*os.File); !ok || !isTerminal(f) {
+			return exitf(2, "the terminal UI needs a terminal, and %s is not one; use 'maka run PROMPT' to run a prompt without it", s.name)
+		}
+	}
+	return nil
 }

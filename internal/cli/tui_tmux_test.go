@@ -122,3 +122,130 @@ func TestTUIInTmux(t *testing.T) {
 	m.waitFor("please check", "Checking the workspace.", "The tool has finished.")
 	m.cmd("send-keys", "-t", m.name, "C-d")
 }
+
+// TestTUIRefusesWithoutATerminal: `maka < /dev/null` (or with its output
+// in a pipe) says why it cannot start and draws nothing.
+func TestTUIRefusesWithoutATerminal(t *testing.T) {
+	root, _ := newRoot(t)
+	s := newSandbox(t)
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devNull.Close()
+	r, err := s.execMaka(makaBin, devNull, []string{"--root", root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.code != 2 || !strings.Contains(r.stderr, "the terminal UI needs a terminal, and standard input is not one") ||
+		!strings.Contains(r.stderr, "maka run PROMPT") || r.stdout != "" {
+		t.Fatalf("maka < /dev/null = %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// paneFlags reads whether the pane is in the alternate screen and whether
+// its cursor is shown.
+func (m *tmux) paneFlags() (altScreen, cursorShown string) {
+	m.t.Helper()
+	f := strings.Fields(m.cmd("display-message", "-p", "-t", m.name, "#{alternate_on} #{cursor_flag}"))
+	if len(f) != 2 {
+		m.t.Fatalf("tmux flags %q", f)
+	}
+	return f[0], f[1]
+}
+
+// TestTUIDailyUseInTmux drives the real binary the way a person does: help,
+// a setting before the first message, a two-line message, a Write approval
+// that shows the content, the tool card after completion, history, Ctrl-C
+// (clear, ask, quit) and a terminal left as it was found; then a host that
+// goes away while the UI is open.
+func TestTUIDailyUseInTmux(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed")
+	}
+	root, _ := newRoot(t)
+	ws := t.TempDir()
+	script := filepath.Join(t.TempDir(), "script.json")
+	if err := os.WriteFile(script, []byte(`{"steps":[
+		{"events":[{"text":"Writing it."},{"toolCall":{"name":"Write","input":{"path":"notes.txt","content":"alpha line\nbeta line\n"}}}]},
+		{"events":[{"text":"Written."}]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := newSandbox(t)
+	m := &tmux{t: t, name: fmt.Sprintf("maka-tui2-%d", os.Getpid()), env: append(s.env, "TERM=xterm-256color")}
+	t.Cleanup(func() {
+		_ = exec.Command("tmux", "kill-session", "-t", m.name).Run()
+		s.run("host", "stop", "--root", root)
+	})
+	// The shell stays after maka so that the terminal it left can be read.
+	shell := fmt.Sprintf("%s --root %s --cwd %s --permission-mode ask --host-arg=--model-script=%s --host-arg=--idle-grace=0; echo maka-exited=$?; sleep 600",
+		makaBin, root, ws, script)
+	m.cmd("new-session", "-d", "-s", m.name, "-x", "120", "-y", "40", "--", "sh", "-c", shell)
+	keys := func(k ...string) { m.cmd(append([]string{"send-keys", "-t", m.name}, k...)...) }
+	text := func(s string) { keys("-l", s) }
+
+	m.waitFor("New session in")
+	text("?")
+	m.waitFor("Commands", "/compact", "/thinking LEVEL")
+	keys("Escape")
+	m.waitFor("New session in")
+	text("/th")
+	keys("Tab")
+	m.waitFor("> /thinking")
+	text("high")
+	keys("Enter")
+	m.waitFor("thinking of the new session: high", "thinking high")
+	text("first line")
+	keys("C-j")
+	text("second line")
+	keys("Enter")
+	pane := m.waitFor("Writing it.", "write notes.txt", "alpha line", "beta line", "[y] allow")
+	if !strings.Contains(pane, "content (21 bytes)") {
+		t.Fatalf("the approval does not show the content:\n%s", pane)
+	}
+	keys("y")
+	m.waitFor("Written.", "⚙ Write", "✓ completed", "first line ·")
+	if b, err := os.ReadFile(filepath.Join(ws, "notes.txt")); err != nil || string(b) != "alpha line\nbeta line\n" {
+		t.Fatalf("notes.txt = %q %v", b, err)
+	}
+	keys("Up")
+	m.waitFor("> first line")
+	keys("C-c")
+	m.waitFor("> Message maka")
+	// A paste arrives whole: its newline does not send it.
+	m.cmd("set-buffer", "-b", "maka-paste", "pasted one\npasted two")
+	m.cmd("paste-buffer", "-p", "-b", "maka-paste", "-t", m.name)
+	m.waitFor("> pasted one", "  pasted two")
+	keys("C-c")
+	pane = m.waitFor("> Message maka")
+	if strings.Contains(pane, "› pasted one") {
+		t.Fatalf("the paste was sent:\n%s", pane)
+	}
+	keys("C-c")
+	m.waitFor("press Ctrl-C again to quit")
+	keys("C-c")
+	m.waitFor("maka-exited=0")
+	if alt, cur := m.paneFlags(); alt != "0" || cur != "1" {
+		t.Fatalf("after quitting: alternate screen %s, cursor shown %s", alt, cur)
+	}
+
+	// The session is named after its first message.
+	res := s.run("sessions", "list", "--root", root, "--json")
+	if res.code != 0 || !strings.Contains(res.stdout, `"name": "first line"`) {
+		t.Fatalf("sessions list: %d %s %s", res.code, res.stdout, res.stderr)
+	}
+
+	// A host that goes away ends the UI with a message, and the terminal
+	// is restored all the same.
+	_ = exec.Command("tmux", "kill-session", "-t", m.name).Run()
+	m.cmd("new-session", "-d", "-s", m.name, "-x", "120", "-y", "40", "--", "sh", "-c",
+		fmt.Sprintf("%s --root %s --cwd %s; echo maka-exited=$?; sleep 600", makaBin, root, ws))
+	m.waitFor("New session in")
+	if r := s.run("host", "stop", "--root", root); r.code != 0 {
+		t.Fatalf("host stop: %d %s", r.code, r.stderr)
+	}
+	m.waitFor("connection lost", "maka-exited=1")
+	if alt, cur := m.paneFlags(); alt != "0" || cur != "1" {
+		t.Fatalf("after the host went away: alternate screen %s, cursor shown %s", alt, cur)
+	}
+}

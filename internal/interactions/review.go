@@ -113,7 +113,14 @@ func toolReview(req agent.PermissionRequest) (protocol.ToolReview, error) {
 			return nil, err
 		}
 		op := map[string]string{tools.NameRead: "read", tools.NameWrite: "write", tools.NameEdit: "edit"}[req.ToolName]
-		return protocol.PathReview{Operation: op, Path: p}, nil
+		r := protocol.PathReview{Operation: op, Path: p}
+		switch req.ToolName {
+		case tools.NameWrite:
+			r.Content = linesPreview(args, "content")
+		case tools.NameEdit:
+			r.OldString, r.NewString = linesPreview(args, "old_string"), linesPreview(args, "new_string")
+		}
+		return r, nil
 	case tools.NameGlob, tools.NameGrep:
 		pattern, err := requiredText(args, "pattern", protocol.ReviewTextMaxBytes, false)
 		if err != nil {
@@ -158,6 +165,51 @@ func toolReview(req agent.PermissionRequest) (protocol.ToolReview, error) {
 	return protocol.ToolArgumentsReview{Arguments: protocol.ReviewTextPreview{
 		Text: text, Bytes: int64(len(canonical)), Truncated: cut,
 	}, ServerReadOnlyHint: req.ServerReadOnlyHint}, nil
+}
+
+// linesPreview is the bounded preview of the string argument key, line by
+// line (nil when the call has no such string): each line made safe review
+// text and redacted, cut at the preview's bounds and then marked truncated.
+// It shows what a call would write; the approval is of the path.
+func linesPreview(args json.RawMessage, key string) *protocol.ReviewLinesPreview {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(args, &fields) != nil {
+		return nil
+	}
+	var raw string
+	if v, ok := fields[key]; !ok || json.Unmarshal(v, &raw) != nil {
+		return nil
+	}
+	p := &protocol.ReviewLinesPreview{Lines: []string{}, Bytes: int64(len(raw))}
+	total := 0
+	for line := range strings.SplitSeq(strings.TrimSuffix(raw, "\n"), "\n") {
+		if len(p.Lines) == protocol.ReviewPreviewMaxLines {
+			p.Truncated = true
+			break
+		}
+		// A tab keeps its indentation (sanitize would make it one space).
+		shown := sanitize(strings.ReplaceAll(strings.TrimSuffix(line, "\r"), "\t", "    "), false)
+		if total+len(shown) > protocol.ReviewPreviewMaxBytes {
+			shown, _ = fitBytes(shown, protocol.ReviewPreviewMaxBytes-total)
+			p.Lines = append(p.Lines, shown)
+			p.Truncated = true
+			break
+		}
+		total += len(shown)
+		p.Lines = append(p.Lines, shown)
+	}
+	return p
+}
+
+// fitBytes cuts s to at most n bytes on a rune boundary.
+func fitBytes(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n], true
 }
 
 // requiredText is the safe review form of the string argument key, which

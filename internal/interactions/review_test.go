@@ -18,6 +18,29 @@ func permReq(tool, category string, args any, remember bool) agent.PermissionReq
 	return agent.PermissionRequest{ToolUseID: "tu-1", ToolName: tool, Category: category, Args: b, RememberAllowed: remember}
 }
 
+// TestWritePreviewIsBounded: a long Write shows at most the preview's lines
+// and bytes, marked truncated, with the original size.
+func TestWritePreviewIsBounded(t *testing.T) {
+	for _, content := range []string{
+		strings.Repeat("line\n", protocol.ReviewPreviewMaxLines+5),
+		strings.Repeat("é", protocol.ReviewPreviewMaxBytes),
+	} {
+		wire, err := permissionRequest(permReq("Write", "file_write", map[string]string{"path": "big.txt", "content": content}, true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := wire.Prompt.(protocol.ToolPermissionPrompt).Review.(protocol.PathReview).Content
+		total := 0
+		for _, l := range p.Lines {
+			total += len(l)
+		}
+		if !p.Truncated || p.Bytes != int64(len(content)) || len(p.Lines) > protocol.ReviewPreviewMaxLines || total > protocol.ReviewPreviewMaxBytes {
+			t.Fatalf("preview: %d lines, %d bytes, %+v", len(p.Lines), total, p.Truncated)
+		}
+		roundTrip(t, wire)
+	}
+}
+
 func TestPermissionReviews(t *testing.T) {
 	long := strings.Repeat(`"x"`, 5000)
 	for _, tc := range []struct {
@@ -32,8 +55,16 @@ func TestPermissionReviews(t *testing.T) {
 		{"bash controls", permReq("Bash", "shell_unsafe", map[string]string{"command": "curl\t-H 'Accept: text/plain' x\x1b"}, true),
 			protocol.CommandReview{Command: "curl -H 'Accept: text/plain' x\uFFFD"}},
 		{"read", permReq("Read", "read", map[string]string{"path": "a/b.txt"}, true), protocol.PathReview{Operation: "read", Path: "a/b.txt"}},
-		{"write", permReq("Write", "file_write", map[string]string{"path": "a.go", "content": "x"}, true), protocol.PathReview{Operation: "write", Path: "a.go"}},
+		{"write", permReq("Write", "file_write", map[string]string{"path": "a.go", "content": "x"}, true), protocol.PathReview{Operation: "write", Path: "a.go",
+			Content: &protocol.ReviewLinesPreview{Lines: []string{"x"}, Bytes: 1}}},
+		{"write shows its lines", permReq("Write", "file_write", map[string]string{"path": "a.go", "content": "package a\n\n\tfunc F() {}\x1b[2J\n"}, true),
+			protocol.PathReview{Operation: "write", Path: "a.go",
+				Content: &protocol.ReviewLinesPreview{Lines: []string{"package a", "", "    func F() {}\uFFFD[2J"}, Bytes: 28}}},
 		{"edit", permReq("Edit", "file_write", map[string]string{"path": "a.go"}, true), protocol.PathReview{Operation: "edit", Path: "a.go"}},
+		{"edit shows both sides", permReq("Edit", "file_write", map[string]string{"path": "a.go", "old_string": "a := 1\nb := 2", "new_string": "a := 3"}, true),
+			protocol.PathReview{Operation: "edit", Path: "a.go",
+				OldString: &protocol.ReviewLinesPreview{Lines: []string{"a := 1", "b := 2"}, Bytes: 13},
+				NewString: &protocol.ReviewLinesPreview{Lines: []string{"a := 3"}, Bytes: 6}}},
 		{"glob", permReq("Glob", "read", map[string]string{"pattern": "**/*.go"}, true), protocol.SearchReview{Operation: "glob", Pattern: "**/*.go", Root: "."}},
 		{"grep", permReq("Grep", "read", map[string]string{"pattern": "func", "path": "src", "glob": "*.go"}, true),
 			protocol.SearchReview{Operation: "grep", Pattern: "func", Root: "src", Glob: str("*.go")}},

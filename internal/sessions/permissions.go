@@ -133,7 +133,7 @@ func (e errInvalidRule) Error() string { return e.msg }
 func (s *Service) sessionPermissions(p Permissions, sessionID string) protocol.SessionPermissions {
 	out := protocol.SessionPermissions{
 		SessionID: sessionID, PermissionMode: p.Mode, Sandbox: p.Sandbox,
-		Rules: p.Rules, RootRules: p.RootRules,
+		Rules: p.Rules, RootRules: p.RootRules, Thinking: p.Thinking,
 	}
 	if s.opts.SandboxStatus != nil {
 		out.SandboxAvailable, out.SandboxReason = s.opts.SandboxStatus()
@@ -185,6 +185,9 @@ func (s *Service) handlePermissionsSet(ctx context.Context, call *host.Call) hos
 			if in.Sandbox != "" {
 				doc.Sandbox = in.Sandbox
 			}
+			if in.Thinking != "" {
+				doc.Thinking = in.Thinking
+			}
 			if in.ReplaceRules {
 				doc.Rules = slices.Clone(in.Rules)
 			}
@@ -200,7 +203,7 @@ func (s *Service) handlePermissionsSet(ctx context.Context, call *host.Call) hos
 			if err != nil {
 				return err
 			}
-			if doc.PermissionMode != h.Doc.PermissionMode || doc.Sandbox != h.Doc.Sandbox || !slices.Equal(doc.Rules, h.Doc.Rules) {
+			if doc.PermissionMode != h.Doc.PermissionMode || doc.Sandbox != h.Doc.Sandbox || doc.Thinking != h.Doc.Thinking || !slices.Equal(doc.Rules, h.Doc.Rules) {
 				body, err := marshalJSON(doc)
 				if err != nil {
 					return err

@@ -114,3 +114,41 @@ func TestPermissionsRefuseWhatDoesNotParse(t *testing.T) {
 	}
 	expectErr(t, f.call(protocol.OpSessionPermissionsQuery, protocol.SessionPermissionsQueryInput{SessionID: "nope"}), protocol.ErrNotFound, MessageSessionNotFound)
 }
+
+// TestPermissionsSetChangesThinking changes an existing session's reasoning
+// effort: the answer and the query report it, the policy a turn loads
+// carries it, it survives reopening the store, and a set without it keeps it.
+func TestPermissionsSetChangesThinking(t *testing.T) {
+	f := newFixture(t)
+	f.create(protocol.SessionCreateInput{SessionID: "s1", Workspace: ws("/w"), Thinking: "low"})
+	got := expectOK[protocol.SessionPermissions](t, f.call(protocol.OpSessionPermissionsSet, protocol.SessionPermissionsSetInput{
+		SessionID: "s1", Thinking: "high"}))
+	if got.Thinking != "high" {
+		t.Fatalf("set answered thinking %q", got.Thinking)
+	}
+	if len(f.takeChanges()) == 0 {
+		t.Error("a thinking change did not republish the session")
+	}
+	expectOK[protocol.SessionPermissions](t, f.call(protocol.OpSessionPermissionsSet, protocol.SessionPermissionsSetInput{
+		SessionID: "s1", PermissionMode: protocol.PermissionModeExplore}))
+	if err := f.st.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.st = openTestStore(t, f.path)
+	f.svc = New(f.st, f.gate, f.svc.opts)
+	var p Permissions
+	if err := f.st.Read(testCtx(t), func(q store.Querier) error {
+		var err error
+		p, err = LoadPermissions(q, "s1")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if p.Thinking != "high" || p.Mode != protocol.PermissionModeExplore {
+		t.Fatalf("the policy a turn loads: %+v", p)
+	}
+	q := expectOK[protocol.SessionPermissions](t, f.call(protocol.OpSessionPermissionsQuery, protocol.SessionPermissionsQueryInput{SessionID: "s1"}))
+	if q.Thinking != "high" {
+		t.Fatalf("query thinking %q", q.Thinking)
+	}
+}

@@ -32,8 +32,52 @@ type Backend interface {
 	// QueryTaskLedger reads one page of a session's task ledger.
 	QueryTaskLedger(ctx context.Context, in protocol.TaskLedgerQueryInput) (protocol.TaskLedgerQueryResult, error)
 
-	// Subscribe opens the live subscription of a session.
+	// SetPermissions changes a session's permission mode or reasoning
+	// effort (session.permissions.set).
+	SetPermissions(ctx context.Context, in protocol.SessionPermissionsSetInput) (protocol.SessionPermissions, error)
+	// Compact summarises the older part of an idle session's conversation
+	// (session.compact).
+	Compact(ctx context.Context, sessionID string) (protocol.SessionCompactResult, error)
+	// Models reads the connection catalog: the connections, their enabled
+	// models and the default target.
+	Models(ctx context.Context) (Models, error)
+
+	// Subscribe opens the live subscription of a session, with its notices
+	// (protocol.NoticeFrame) when the host offers them.
 	Subscribe(ctx context.Context, sessionID string) (Stream, error)
+}
+
+// Models is the connection catalog as the interface uses it.
+type Models struct {
+	// Default is the default target (empty Slug: none).
+	Default     ModelChoice
+	Connections []ModelConnection
+}
+
+// ModelConnection is one connection and its enabled models.
+type ModelConnection struct {
+	Slug    string
+	Enabled bool
+	Models  []string
+}
+
+// ModelChoice is a connection and one of its models.
+type ModelChoice struct{ Slug, Model string }
+
+func (c ModelChoice) String() string { return c.Slug + "/" + c.Model }
+
+// choices lists every enabled connection's models.
+func (m Models) choices() []ModelChoice {
+	var out []ModelChoice
+	for _, c := range m.Connections {
+		if !c.Enabled {
+			continue
+		}
+		for _, id := range c.Models {
+			out = append(out, ModelChoice{c.Slug, id})
+		}
+	}
+	return out
 }
 
 // Stream is an open session subscription.
@@ -92,8 +136,68 @@ func (b connBackend) QueryTaskLedger(ctx context.Context, in protocol.TaskLedger
 	return b.c.QueryTaskLedger(ctx, in)
 }
 
+func (b connBackend) SetPermissions(ctx context.Context, in protocol.SessionPermissionsSetInput) (protocol.SessionPermissions, error) {
+	return call[protocol.SessionPermissions](ctx, b.c, protocol.OpSessionPermissionsSet, in)
+}
+
+func (b connBackend) Compact(ctx context.Context, sessionID string) (protocol.SessionCompactResult, error) {
+	return call[protocol.SessionCompactResult](ctx, b.c, protocol.OpSessionCompact, protocol.SessionCompactInput{SessionID: sessionID})
+}
+
+// maxCatalogPages bounds the pages one catalog read takes.
+const maxCatalogPages = protocol.ConnectionCatalogMaxConnections * 8
+
+func (b connBackend) Models(ctx context.Context) (Models, error) {
+	for range 3 {
+		var out Models
+		var defaultID string
+		byIndex := map[int64]int{}
+		idSlug := map[string]string{}
+		in := protocol.CatalogQueryInput{}
+		changed := false
+		for pages := 0; !changed; pages++ {
+			if pages > maxCatalogPages {
+				return Models{}, fmt.Errorf("the connection catalog does not end")
+			}
+			res, err := b.c.QueryConnectionCatalog(ctx, in)
+			if err != nil {
+				return Models{}, err
+			}
+			page, ok := res.(protocol.CatalogPage)
+			if !ok {
+				changed = true // revision_changed: read it again
+				break
+			}
+			if pages == 0 && page.DefaultTarget != nil {
+				defaultID, out.Default.Model = page.DefaultTarget.ConnectionID, page.DefaultTarget.ModelID
+			}
+			for _, item := range page.Items {
+				switch it := item.(type) {
+				case protocol.CatalogConnectionHeader:
+					byIndex[it.ConnectionIndex] = len(out.Connections)
+					idSlug[it.ConnectionID] = it.Slug
+					out.Connections = append(out.Connections, ModelConnection{Slug: it.Slug, Enabled: it.Enabled})
+				case protocol.CatalogEnabledModelIDItem:
+					if i, ok := byIndex[it.ConnectionIndex]; ok {
+						out.Connections[i].Models = append(out.Connections[i].Models, it.ModelID)
+					}
+				}
+			}
+			if page.NextCursor == nil {
+				out.Default.Slug = idSlug[defaultID]
+				if out.Default.Slug == "" {
+					out.Default.Model = ""
+				}
+				return out, nil
+			}
+			in = protocol.CatalogQueryInput{Revision: page.Revision, Cursor: page.NextCursor}
+		}
+	}
+	return Models{}, fmt.Errorf("the connection catalog keeps changing")
+}
+
 func (b connBackend) Subscribe(ctx context.Context, sessionID string) (Stream, error) {
-	s, err := b.c.OpenSubscription(ctx, sessionID)
+	s, err := b.c.OpenSubscription(ctx, sessionID, client.WithNotices())
 	if err != nil {
 		return nil, err
 	}

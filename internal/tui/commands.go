@@ -17,6 +17,8 @@ const (
 	callTimeout  = 10 * time.Second // queries, creates, submits, answers
 	stopTimeout  = 60 * time.Second // turn.stop waits for the terminal state
 	closeTimeout = 2 * time.Second  // subscription.close
+	// compactTimeout bounds session.compact, which calls the model.
+	compactTimeout = 5 * time.Minute
 	// maxSessionPages bounds the catalog pages one listing reads.
 	maxSessionPages = 64
 	// maxResubscribes bounds consecutive subscription re-opens without a
@@ -133,7 +135,54 @@ type (
 		interactionID string
 		err           error
 	}
+	modelsMsg struct {
+		models Models
+		err    error
+	}
+	permsSetMsg struct {
+		gen   int
+		in    protocol.SessionPermissionsSetInput
+		perms protocol.SessionPermissions
+		err   error
+	}
+	compactedMsg struct {
+		result protocol.SessionCompactResult
+		err    error
+	}
 )
+
+// loadModels reads the connection catalog (for the status line and
+// /model).
+func (m *model) loadModels() tea.Cmd {
+	be := m.be
+	return m.task(func(ctx context.Context) tea.Msg {
+		ms, err := withTimeout(ctx, callTimeout, func(ctx context.Context) (Models, error) { return be.Models(ctx) })
+		return modelsMsg{models: ms, err: err}
+	})
+}
+
+// setPermissions changes the current session's mode or effort.
+func (m *model) setPermissions(in protocol.SessionPermissionsSetInput) tea.Cmd {
+	be, gen := m.be, m.gen
+	return m.task(func(ctx context.Context) tea.Msg {
+		p, err := withTimeout(ctx, callTimeout, func(ctx context.Context) (protocol.SessionPermissions, error) {
+			return be.SetPermissions(ctx, in)
+		})
+		return permsSetMsg{gen: gen, in: in, perms: p, err: err}
+	})
+}
+
+// compact compacts the current session's context; it can take as long as
+// a model call.
+func (m *model) compact(sessionID string) tea.Cmd {
+	be := m.be
+	return m.task(func(ctx context.Context) tea.Msg {
+		r, err := withTimeout(ctx, compactTimeout, func(ctx context.Context) (protocol.SessionCompactResult, error) {
+			return be.Compact(ctx, sessionID)
+		})
+		return compactedMsg{result: r, err: err}
+	})
+}
 
 func withTimeout[T any](ctx context.Context, d time.Duration, f func(context.Context) (T, error)) (T, error) {
 	cctx, cancel := context.WithTimeout(ctx, d)
@@ -209,7 +258,12 @@ func (m *model) createSession(text string) tea.Cmd {
 	in := protocol.SessionCreateInput{
 		SessionID:      uuid.NewString(),
 		Workspace:      protocol.HostPathWorkspace(m.opts.Workspace),
+		Name:           sessionName(text),
 		PermissionMode: protocol.PermissionMode(m.opts.PermissionMode),
+		Thinking:       m.nextThinking,
+	}
+	if t := m.nextTarget; t != nil {
+		in.ModelTarget = &protocol.ModelTarget{Kind: protocol.ModelTargetExplicit, ConnectionSlug: t.Slug, Model: t.Model}
 	}
 	return m.task(func(ctx context.Context) tea.Msg {
 		s, err := withTimeout(ctx, callTimeout, func(ctx context.Context) (protocol.SessionSummary, error) {

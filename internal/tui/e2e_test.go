@@ -198,7 +198,7 @@ func TestEndToEndStreamsAndResumes(t *testing.T) {
 	if got := strings.Join(texts(again, entryAssistant), ""); got != answer {
 		t.Fatalf("resumed answer %q", got)
 	}
-	if !strings.Contains(again.view, answer) || !strings.Contains(again.view, "session active") || !strings.Contains(again.view, "turn completed") {
+	if !strings.Contains(again.view, answer) || !strings.Contains(again.view, "turn completed") {
 		t.Fatalf("resumed view:\n%s", again.view)
 	}
 	r.quit()
@@ -274,6 +274,48 @@ func TestEndToEndShowsTheModelsTasks(t *testing.T) {
 	})
 	if !strings.Contains(s.view, "Tasks: 2 open") || !strings.Contains(s.view, "○ T2 Test the parser") || s.prompt != nil {
 		t.Fatalf("view:\n%s", s.view)
+	}
+	p.quit()
+}
+
+// TestEndToEndCommandsChangeTheSession runs /thinking, /mode and /compact
+// against a real host: the host records the new effort and mode, and the
+// compaction's answer is drawn.
+func TestEndToEndCommandsChangeTheSession(t *testing.T) {
+	conn := runHost(t, `{"steps":[{"events":[{"text":"First answer."}]}]}`)
+	ws := workspace(t)
+	p := startProgram(t, Options{Conn: conn, Workspace: ws, PermissionMode: "ask"})
+	p.press("  name me\r")
+	done := p.obs.wait(t, "the answer", func(s state) bool {
+		return s.turnStatus == protocol.TurnCompleted && !s.busy && strings.Contains(s.view, "First answer.")
+	})
+	for _, c := range []struct{ command, shown string }{
+		{"/thinking high", "thinking: high (from the next turn)"},
+		{"/mode explore", "permission mode: explore (from the next turn)"},
+		{"/compact", "context compacted ("},
+	} {
+		p.press(c.command + "\r")
+		p.obs.wait(t, c.command, func(s state) bool {
+			return strings.Contains(s.view, c.shown) || c.command == "/compact" && strings.Contains(s.view, "nothing to compact")
+		})
+	}
+	p.obs.wait(t, "the compaction's notice to go", func(s state) bool { return !strings.Contains(s.view, "compacting the conversation") })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := conn.Call(ctx, protocol.OpSessionPermissionsQuery, protocol.SessionPermissionsQueryInput{SessionID: done.sessionID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perms := res.(protocol.SessionPermissions)
+	if perms.Thinking != "high" || perms.PermissionMode != protocol.PermissionModeExplore {
+		t.Fatalf("the host holds %+v", perms)
+	}
+	res, err = conn.Call(ctx, protocol.OpSessionCatalogQuery, protocol.SessionCatalogQueryInput{Kind: protocol.SessionCatalogGet, SessionID: done.sessionID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.(protocol.SessionCatalogQueryResult).Session; got == nil || got.Name != "name me" {
+		t.Fatalf("the session is named %+v", got)
 	}
 	p.quit()
 }

@@ -37,6 +37,13 @@ type fakeBackend struct {
 	ledgers     map[string][]protocol.Task
 	ledgerPage  int
 	ledgerReads int
+	// permSets and compacts record those calls; compactResult is what
+	// session.compact answers; models is the connection catalog.
+	permSets      []protocol.SessionPermissionsSetInput
+	thinking      map[string]string
+	compacts      []string
+	compactResult protocol.SessionCompactResult
+	models        Models
 }
 
 func newFakeBackend() *fakeBackend {
@@ -139,6 +146,43 @@ func (f *fakeBackend) QueryPermissions(_ context.Context, sessionID string) (pro
 		}
 	}
 	return protocol.SessionPermissions{}, fmt.Errorf("no session %s", sessionID)
+}
+
+func (f *fakeBackend) SetPermissions(_ context.Context, in protocol.SessionPermissionsSetInput) (protocol.SessionPermissions, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.permSets = append(f.permSets, in)
+	if f.thinking == nil {
+		f.thinking = map[string]string{}
+	}
+	for i := range f.sessions {
+		s := &f.sessions[i]
+		if s.SessionID != in.SessionID {
+			continue
+		}
+		if in.PermissionMode != "" {
+			s.PermissionMode = in.PermissionMode
+		}
+		if in.Thinking != "" {
+			f.thinking[s.SessionID] = in.Thinking
+		}
+		return protocol.SessionPermissions{SessionID: s.SessionID, PermissionMode: s.PermissionMode,
+			Sandbox: protocol.SandboxWorkspaceWrite, SandboxAvailable: f.sandboxAvailable, Thinking: f.thinking[s.SessionID]}, nil
+	}
+	return protocol.SessionPermissions{}, fmt.Errorf("no session %s", in.SessionID)
+}
+
+func (f *fakeBackend) Compact(_ context.Context, sessionID string) (protocol.SessionCompactResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.compacts = append(f.compacts, sessionID)
+	return f.compactResult, nil
+}
+
+func (f *fakeBackend) Models(context.Context) (Models, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.models, nil
 }
 
 func (f *fakeBackend) StartTurn(_ context.Context, in protocol.TurnStartInput) (protocol.TurnSnapshot, error) {

@@ -1,257 +1,247 @@
 package tui
 
 import (
+	"slices"
 	"strings"
-	"unicode"
 
+	"github.com/charmbracelet/bubbles/cursor"
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/textarea"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 )
 
-// editor is the multi-line message box. Enter is left to the model
-// (send); Ctrl-J and Alt-Enter insert a newline. Emacs-style editing keys
-// move and delete; the text soft-wraps and the view scrolls to the cursor.
-type editor struct {
-	value  []rune
-	pos    int // cursor, a rune index into value
-	width  int
-	height int
+// Bounds of the input box and its history.
+const (
+	// maxInputRows is the most rows the box grows to; longer text scrolls.
+	maxInputRows = 8
+	// maxInputLines bounds the lines of one message being written.
+	maxInputLines = 2000
+	// maxHistoryEntries bounds the messages remembered per session.
+	maxHistoryEntries = 100
+	// maxHistorySessions bounds the sessions whose history is kept.
+	maxHistorySessions = 32
+)
 
-	prompt      string
-	placeholder string
-	promptStyle lipgloss.Style
-	placeStyle  lipgloss.Style
-	cursorStyle lipgloss.Style
+// editor is the message box: a bubbles textarea with Up/Down recalling the
+// session's earlier messages. Enter is left to the model (send); Ctrl-J and
+// Alt-Enter insert a newline; a paste arrives whole, newlines included.
+type editor struct {
+	ta   textarea.Model
+	hist *history // the current session's; nil: none yet
 }
 
 func (l *look) newInput() editor {
-	return editor{
-		height:      inputHeight,
-		width:       defaultWidth,
-		prompt:      "> ",
-		placeholder: "Message maka… (Enter sends, Ctrl-J newline)",
-		promptStyle: l.user,
-		placeStyle:  l.hint,
-		cursorStyle: l.r.NewStyle().Reverse(true),
-	}
+	ta := textarea.New()
+	ta.Prompt = "> "
+	ta.SetPromptFunc(2, func(line int) string {
+		if line == 0 {
+			return "> "
+		}
+		return "  "
+	})
+	ta.Placeholder = "Message maka… (Enter sends, Ctrl-J newline, / commands, ? help)"
+	ta.ShowLineNumbers = false
+	ta.CharLimit = 0
+	ta.MaxHeight = maxInputLines
+	ta.MaxWidth = 0
+	ta.KeyMap.InsertNewline = key.NewBinding(key.WithKeys("ctrl+j", "alt+enter"))
+	// The terminal pastes (bracketed paste); no clipboard is read.
+	ta.KeyMap.Paste = key.NewBinding(key.WithDisabled())
+	ta.KeyMap.LineNext = key.NewBinding(key.WithKeys("down"))
+	ta.KeyMap.LinePrevious = key.NewBinding(key.WithKeys("up"))
+	ta.KeyMap.DeleteCharacterForward = key.NewBinding(key.WithKeys("delete", "ctrl+d"))
+	focused, blurred := textarea.DefaultStyles()
+	focused.CursorLine = l.r.NewStyle()
+	focused.Placeholder = l.hint
+	focused.Prompt = l.user
+	focused.EndOfBuffer = l.r.NewStyle()
+	focused.Base, focused.Text = l.r.NewStyle(), l.r.NewStyle()
+	ta.FocusedStyle, ta.BlurredStyle = focused, blurred
+	ta.Cursor.SetMode(cursor.CursorStatic)
+	ta.Cursor.Style = l.r.NewStyle().Reverse(true)
+	ta.Cursor.TextStyle = l.r.NewStyle()
+	ta.Focus()
+	ta.SetHeight(1)
+	ta.SetWidth(defaultWidth)
+	return editor{ta: ta}
 }
 
 // Value is the text in the box.
-func (e *editor) Value() string { return string(e.value) }
+func (e *editor) Value() string { return e.ta.Value() }
 
 // SetValue replaces the text and puts the cursor at its end.
 func (e *editor) SetValue(s string) {
-	e.value = []rune(s)
-	e.pos = len(e.value)
+	e.edit(func() { e.ta.SetValue(s) })
 }
 
-// Reset empties the box.
-func (e *editor) Reset() { e.value, e.pos = nil, 0 }
+// Reset empties the box and ends a history walk.
+func (e *editor) Reset() {
+	e.edit(e.ta.Reset)
+	if e.hist != nil {
+		e.hist.pos = len(e.hist.entries)
+	}
+}
 
 // SetWidth sets the box width, prompt included.
-func (e *editor) SetWidth(w int) { e.width = w }
-
-func (e *editor) insert(rs []rune) {
-	clean := make([]rune, 0, len(rs))
-	for i, r := range rs {
-		switch {
-		case r == '\r':
-			if i+1 < len(rs) && rs[i+1] == '\n' {
-				continue
-			}
-			clean = append(clean, '\n')
-		case r == '\t':
-			clean = append(clean, ' ', ' ', ' ', ' ')
-		case r == '\n' || !unicode.IsControl(r):
-			clean = append(clean, r)
-		}
-	}
-	v := make([]rune, 0, len(e.value)+len(clean))
-	v = append(append(append(v, e.value[:e.pos]...), clean...), e.value[e.pos:]...)
-	e.value = v
-	e.pos += len(clean)
+func (e *editor) SetWidth(w int) {
+	e.ta.SetWidth(max(w, 4))
+	e.fit()
 }
 
-func (e *editor) deleteRange(from, to int) {
-	if from >= to {
-		return
-	}
-	e.value = append(e.value[:from:from], e.value[to:]...)
-	e.pos = from
+// Height is the rows the box takes.
+func (e *editor) Height() int { return e.ta.Height() }
+
+// edit applies a change with the box at its tallest, so that the view
+// scrolls only when the text is taller than that, and then fits the box to
+// the text.
+func (e *editor) edit(change func()) {
+	e.ta.SetHeight(maxInputRows)
+	change()
+	e.fit()
+	e.ta, _ = e.ta.Update(nil) // keeps the cursor in view
 }
 
-func (e *editor) lineStart(p int) int {
-	for p > 0 && e.value[p-1] != '\n' {
-		p--
+// fit grows the box with its lines, up to maxInputRows.
+func (e *editor) fit() {
+	rows := 0
+	w := max(e.ta.Width(), 1)
+	for line := range strings.SplitSeq(e.ta.Value(), "\n") {
+		rows += max(1, (lipgloss.Width(line)+w)/w)
 	}
-	return p
+	e.ta.SetHeight(min(max(rows, 1), maxInputRows))
 }
 
-func (e *editor) lineEnd(p int) int {
-	for p < len(e.value) && e.value[p] != '\n' {
-		p++
-	}
-	return p
-}
-
-func (e *editor) wordLeft(p int) int {
-	for p > 0 && unicode.IsSpace(e.value[p-1]) {
-		p--
-	}
-	for p > 0 && !unicode.IsSpace(e.value[p-1]) {
-		p--
-	}
-	return p
-}
-
-func (e *editor) wordRight(p int) int {
-	for p < len(e.value) && unicode.IsSpace(e.value[p]) {
-		p++
-	}
-	for p < len(e.value) && !unicode.IsSpace(e.value[p]) {
-		p++
-	}
-	return p
-}
-
-// vertical moves the cursor to the same column of the previous (dir -1)
-// or next (dir 1) line.
-func (e *editor) vertical(dir int) {
-	start := e.lineStart(e.pos)
-	col := e.pos - start
-	if dir < 0 {
-		if start == 0 {
-			e.pos = 0
-			return
-		}
-		prev := e.lineStart(start - 1)
-		e.pos = min(prev+col, start-1)
-		return
-	}
-	end := e.lineEnd(e.pos)
-	if end == len(e.value) {
-		e.pos = end
-		return
-	}
-	next := end + 1
-	e.pos = min(next+col, e.lineEnd(next))
-}
-
-// Update applies an editing key.
+// Update applies an editing key; Up on the first line and Down on the last
+// walk the history.
 func (e *editor) Update(k tea.KeyMsg) {
 	switch k.String() {
-	case "ctrl+j", "alt+enter":
-		e.insert([]rune{'\n'})
-	case "backspace", "ctrl+h":
-		if e.pos > 0 {
-			e.deleteRange(e.pos-1, e.pos)
+	case "up":
+		if e.ta.Line() == 0 && e.ta.LineInfo().RowOffset == 0 && e.hist.back(e.ta.Value()) {
+			e.SetValue(e.hist.current())
+			return
 		}
-	case "delete", "ctrl+d":
-		if e.pos < len(e.value) {
-			e.deleteRange(e.pos, e.pos+1)
-		}
-	case "left", "ctrl+b":
-		e.pos = max(e.pos-1, 0)
-	case "right", "ctrl+f":
-		e.pos = min(e.pos+1, len(e.value))
-	case "alt+left", "alt+b", "ctrl+left":
-		e.pos = e.wordLeft(e.pos)
-	case "alt+right", "alt+f", "ctrl+right":
-		e.pos = e.wordRight(e.pos)
-	case "home", "ctrl+a":
-		e.pos = e.lineStart(e.pos)
-	case "end", "ctrl+e":
-		e.pos = e.lineEnd(e.pos)
-	case "up", "ctrl+p":
-		e.vertical(-1)
 	case "down":
-		e.vertical(1)
-	case "ctrl+u":
-		e.deleteRange(e.lineStart(e.pos), e.pos)
-	case "ctrl+k":
-		end := e.lineEnd(e.pos)
-		if end == e.pos && end < len(e.value) {
-			end++
-		}
-		e.deleteRange(e.pos, end)
-	case "ctrl+w", "alt+backspace":
-		e.deleteRange(e.wordLeft(e.pos), e.pos)
-	default:
-		switch k.Type {
-		case tea.KeyRunes:
-			e.insert(k.Runes)
-		case tea.KeySpace:
-			e.insert([]rune{' '})
+		if e.ta.Line() == e.ta.LineCount()-1 && e.hist.forward() {
+			e.SetValue(e.hist.current())
+			return
 		}
 	}
+	switch {
+	case k.Type == tea.KeyTab:
+		return
+	case k.Type == tea.KeySpace && len(k.Runes) == 0:
+		k.Runes = []rune{' '}
+	case k.Type == tea.KeyRunes && slices.Contains(k.Runes, '\r'):
+		// A pasted CRLF or CR is one line break.
+		k.Runes = []rune(strings.ReplaceAll(strings.ReplaceAll(string(k.Runes), "\r\n", "\n"), "\r", "\n"))
+	}
+	e.edit(func() { e.ta, _ = e.ta.Update(k) })
 }
 
-// View renders the visible lines of the box, scrolled to the cursor.
-func (e *editor) View() string {
-	pw := lipgloss.Width(e.prompt)
-	w := max(e.width-pw-1, 1)
-	var lines []string
-	if len(e.value) == 0 {
-		lines = []string{e.cursorStyle.Render(" ") + e.placeStyle.Render(truncateWidth(e.placeholder, w-1))}
-	} else {
-		var cur int
-		lines, cur = e.wrap(w)
-		first := max(cur-e.height+1, 0)
-		lines = lines[first:min(first+e.height, len(lines))]
-	}
-	out := make([]string, e.height)
-	for i := range out {
-		p := strings.Repeat(" ", pw)
-		if i == 0 {
-			p = e.promptStyle.Render(e.prompt)
-		}
-		if i < len(lines) {
-			out[i] = p + lines[i]
-		} else {
-			out[i] = p
-		}
-	}
-	return strings.Join(out, "\n")
+// View renders the box.
+func (e *editor) View() string { return e.ta.View() }
+
+// history is the messages sent in one session, oldest first, and a walk
+// through them: pos is the entry shown (len(entries): the draft).
+type history struct {
+	entries []string
+	pos     int
+	draft   string
 }
 
-// wrap cuts the value into visual lines of at most w columns, drawing the
-// cursor, and returns the index of the line holding it.
-func (e *editor) wrap(w int) ([]string, int) {
-	var lines []string
-	var b strings.Builder
-	col, cur := 0, 0
-	flush := func() {
-		lines = append(lines, b.String())
-		b.Reset()
-		col = 0
+// add remembers a sent message and ends the walk.
+func (h *history) add(s string) {
+	if strings.TrimSpace(s) == "" {
+		return
 	}
-	for i := 0; i <= len(e.value); i++ {
-		atCursor := i == e.pos
-		if i == len(e.value) || e.value[i] == '\n' {
-			if atCursor {
-				if col+1 > w {
-					flush()
-				}
-				cur = len(lines)
-				b.WriteString(e.cursorStyle.Render(" "))
-			}
-			flush()
-			continue
+	if n := len(h.entries); n == 0 || h.entries[n-1] != s {
+		h.entries = append(h.entries, s)
+		if len(h.entries) > maxHistoryEntries {
+			h.entries = h.entries[len(h.entries)-maxHistoryEntries:]
 		}
-		r := e.value[i]
-		rw := max(lipgloss.Width(string(r)), 1)
-		if col+rw > w {
-			flush()
-		}
-		if atCursor {
-			cur = len(lines)
-			b.WriteString(e.cursorStyle.Render(string(r)))
-		} else {
-			b.WriteRune(r)
-		}
-		col += rw
 	}
-	return lines, cur
+	h.pos, h.draft = len(h.entries), ""
+}
+
+// back moves to the previous entry, keeping the draft first.
+func (h *history) back(value string) bool {
+	if h == nil || h.pos == 0 {
+		return false
+	}
+	if h.pos == len(h.entries) {
+		h.draft = value
+	}
+	h.pos--
+	return true
+}
+
+// forward moves to the next entry (after the last: the draft).
+func (h *history) forward() bool {
+	if h == nil || h.pos >= len(h.entries) {
+		return false
+	}
+	h.pos++
+	return true
+}
+
+func (h *history) current() string {
+	if h.pos >= len(h.entries) {
+		return h.draft
+	}
+	return h.entries[h.pos]
+}
+
+// histories keeps one history per session, the most recent
+// maxHistorySessions of them.
+type histories struct {
+	by    map[string]*history
+	order []string // least recently used first
+}
+
+// of returns the history of a session ("": the session being started).
+func (hs *histories) of(sessionID string) *history {
+	if hs.by == nil {
+		hs.by = map[string]*history{}
+	}
+	if h, ok := hs.by[sessionID]; ok {
+		hs.touch(sessionID)
+		return h
+	}
+	h := &history{}
+	hs.by[sessionID] = h
+	hs.order = append(hs.order, sessionID)
+	for len(hs.order) > maxHistorySessions {
+		delete(hs.by, hs.order[0])
+		hs.order = hs.order[1:]
+	}
+	return h
+}
+
+// rename moves the history of the session being started to its id.
+func (hs *histories) rename(from, to string) {
+	h, ok := hs.by[from]
+	if !ok {
+		return
+	}
+	delete(hs.by, from)
+	for i, id := range hs.order {
+		if id == from {
+			hs.order = append(hs.order[:i], hs.order[i+1:]...)
+			break
+		}
+	}
+	hs.by[to] = h
+	hs.order = append(hs.order, to)
+}
+
+func (hs *histories) touch(id string) {
+	for i, o := range hs.order {
+		if o == id {
+			hs.order = append(append(hs.order[:i:i], hs.order[i+1:]...), id)
+			return
+		}
+	}
 }
 
 func truncateWidth(s string, w int) string {

@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"io"
 
+	"time"
+
+	"github.com/charmbracelet/bubbles/list"
+	"github.com/charmbracelet/bubbles/spinner"
 	"github.com/charmbracelet/bubbles/viewport"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/google/uuid"
@@ -56,7 +60,7 @@ type model struct {
 	follow bool // keep the transcript scrolled to the bottom
 	// queueText and cardText are the queue and prompt views of the last
 	// refresh.
-	queueText, cardText string
+	queueText, cardText, suggestText string
 	// The transcript as last rendered: its text, the entries it shows and
 	// the width it was rendered for.
 	joined      string
@@ -90,6 +94,32 @@ type model struct {
 	noticeErr bool
 	fatal     error
 	quitting  bool
+
+	// hist is the input history of each session.
+	hist histories
+	// help shows the help overlay; expanded shows tool outputs whole.
+	help     bool
+	expanded bool
+	// quitAsked: Ctrl-C asked whether to quit; a second one quits.
+	quitAsked bool
+
+	// The spinner runs while a turn does; runSince is when this interface
+	// first saw the running turn runTurn.
+	spin     spinner.Model
+	spinning bool
+	runTurn  string
+	runSince time.Time
+	now      func() time.Time
+
+	// hostNotice is the last session notice of the host (compaction,
+	// retries, …), shown in the status line.
+	hostNotice string
+	// models is the connection catalog, once read; nextTarget and
+	// nextThinking are what /model and /thinking chose for new sessions.
+	models       *Models
+	nextTarget   *ModelChoice
+	nextThinking string
+	compacting   bool
 }
 
 // newModel returns the model of a program over be; its commands run with
@@ -114,13 +144,16 @@ func newModel(ctx context.Context, be Backend, opts Options, tr *tracker) *model
 	}
 	m.vp.KeyMap = viewport.KeyMap{}
 	m.input = m.look.newInput()
+	m.input.hist = m.hist.of("")
+	m.spin = spinner.New(spinner.WithSpinner(spinner.MiniDot), spinner.WithStyle(m.look.toolRun))
+	m.now = time.Now
 	m.layout()
 	return m
 }
 
 // Init starts watching the connection and opens the session to resume.
 func (m *model) Init() tea.Cmd {
-	cmds := []tea.Cmd{m.watchConn()}
+	cmds := []tea.Cmd{m.watchConn(), m.loadModels()}
 	if m.opts.Width > 0 && m.opts.Height > 0 {
 		size := tea.WindowSizeMsg{Width: m.opts.Width, Height: m.opts.Height}
 		cmds = append(cmds, func() tea.Msg { return size })
@@ -137,6 +170,7 @@ func (m *model) Init() tea.Cmd {
 // Update applies one message.
 func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	cmd := m.update(msg)
+	cmd = tea.Batch(cmd, m.startSpinner())
 	m.refresh()
 	if m.opts.observe != nil {
 		m.opts.observe(m.state())
@@ -188,16 +222,59 @@ func (m *model) update(msg tea.Msg) tea.Cmd {
 		return m.onStopped(msg)
 	case answeredMsg:
 		return m.onAnswered(msg)
+	case modelsMsg:
+		if msg.err == nil {
+			m.models = &msg.models
+		}
+		return nil
+	case permsSetMsg:
+		return m.onPermsSet(msg)
+	case compactedMsg:
+		return m.onCompacted(msg)
+	case list.FilterMatchesMsg:
+		var cmd tea.Cmd
+		m.list.l, cmd = m.list.l.Update(msg)
+		return cmd
+	case spinner.TickMsg:
+		if !m.turnActive() {
+			m.spinning = false
+			return nil
+		}
+		var cmd tea.Cmd
+		m.spin, cmd = m.spin.Update(msg)
+		return cmd
 	}
 	return nil
+}
+
+// startSpinner starts the spinner when a turn runs and it is not running.
+func (m *model) startSpinner() tea.Cmd {
+	if !m.turnActive() {
+		return nil
+	}
+	id := m.startingTurn
+	if rt := m.rootTurn(); rt != nil && !rt.Status.Terminal() {
+		id = rt.TurnID
+	}
+	if id != m.runTurn {
+		m.runTurn, m.runSince = id, m.now()
+	}
+	if m.spinning {
+		return nil
+	}
+	m.spinning = true
+	return m.spin.Tick
 }
 
 func (m *model) setNotice(isErr bool, format string, args ...any) {
 	m.notice, m.noticeErr = fmt.Sprintf(format, args...), isErr
 }
 
+// fail reports a failed call: in the footer until the next key, and in
+// the transcript for good.
 func (m *model) fail(what string, err error) {
 	m.setNotice(true, "%s: %v", what, err)
+	m.note(true, fmt.Sprintf("%s: %v", what, err), callHint(err))
 }
 
 // rootTurn is the session's root turn in the last projection.
@@ -226,12 +303,14 @@ func (m *model) attach(s protocol.SessionSummary, keep bool) tea.Cmd {
 	m.gen++
 	m.session, m.perms = &s, nil
 	m.stream, m.snap = nil, nil
+	m.input.hist = m.hist.of(s.SessionID)
 	if !keep {
 		m.tasks, m.taskCalls = nil, map[string]bool{}
 	}
 	m.attaching = true
 	if !keep {
 		m.entries = nil
+		m.hostNotice = ""
 		m.seenTurn, m.seenTerminal = "", false
 		m.prompt = nil
 		m.answered = map[string]bool{}
@@ -240,7 +319,7 @@ func (m *model) attach(s protocol.SessionSummary, keep bool) tea.Cmd {
 		m.resubscribes = 0
 	}
 	m.loading = false
-	return tea.Batch(closeOld, m.openStream(m.gen, s.SessionID), m.queryPermissions(m.gen, s.SessionID))
+	return tea.Batch(closeOld, m.openStream(m.gen, s.SessionID), m.queryPermissions(m.gen, s.SessionID), m.loadModels())
 }
 
 // detach leaves the current session: the next message creates a new one.
@@ -248,6 +327,8 @@ func (m *model) detach() tea.Cmd {
 	closeOld := m.closeStream(m.stream)
 	m.gen++
 	m.session, m.perms, m.stream, m.snap = nil, nil, nil, nil
+	m.input.hist = m.hist.of("")
+	m.hostNotice = ""
 	m.tasks, m.taskCalls = nil, map[string]bool{}
 	m.attaching, m.loading = false, false
 	m.entries = nil
@@ -284,6 +365,7 @@ func (m *model) onSessionCreated(msg sessionCreatedMsg) tea.Cmd {
 	}
 	m.notice = ""
 	m.pendingText = msg.text
+	m.hist.rename("", msg.session.SessionID)
 	return m.attach(msg.session, false)
 }
 
@@ -341,6 +423,14 @@ func (m *model) onFrame(msg frameMsg) tea.Cmd {
 		m.entries = applyToolEvent(m.entries, f.Event)
 		m.syncPrompt()
 		cmd = m.onTaskToolEvent(f.Event)
+	case protocol.NoticeFrame:
+		n := f.Notice
+		m.hostNotice = firstLine(sanitize(n.Message))
+		if n.Kind == protocol.NoticeContextCompacted && n.BeforeTokens > 0 {
+			m.note(false, fmt.Sprintf("context compacted (%d → %d tokens)", n.BeforeTokens, n.AfterTokens), "")
+		} else if n.Message != "" {
+			m.note(n.Kind == protocol.NoticeContextCompactionFailed, n.Message, "")
+		}
 	case protocol.ClosedFrame:
 		// The host ended the subscription (it fell behind): the next read
 		// reports the end and the session is re-attached.
@@ -387,8 +477,10 @@ func (m *model) applySnapshot(s protocol.SessionContinuitySnapshot) tea.Cmd {
 			switch rt.Status {
 			case protocol.TurnFailed:
 				m.setNotice(true, "turn failed: %s", rt.FailureClass)
+				m.note(true, "the turn failed ("+rt.FailureClass+")", m.failureHint(rt.FailureClass))
 			case protocol.TurnCancelled:
 				m.setNotice(false, "turn cancelled (%s)", rt.AbortSource)
+				m.note(false, "turn cancelled ("+rt.AbortSource+")", "")
 			}
 		}
 		m.seenTurn, m.seenTerminal = rt.TurnID, terminal
@@ -541,6 +633,43 @@ func (m *model) stop() tea.Cmd {
 	m.stopping = true
 	m.setNotice(false, "stopping the turn…")
 	return m.stopTurn(*rt)
+}
+
+func (m *model) onPermsSet(msg permsSetMsg) tea.Cmd {
+	if msg.err != nil {
+		m.fail("change the session", msg.err)
+		return nil
+	}
+	if msg.gen != m.gen || m.session == nil {
+		return nil
+	}
+	m.perms = &msg.perms
+	m.session.PermissionMode = msg.perms.PermissionMode
+	switch {
+	case msg.in.Thinking != "":
+		m.note(false, "thinking: "+msg.perms.Thinking+" (from the next turn)", "")
+	case msg.in.PermissionMode != "":
+		m.note(false, "permission mode: "+string(msg.perms.PermissionMode)+" (from the next turn)", "")
+	}
+	return nil
+}
+
+func (m *model) onCompacted(msg compactedMsg) tea.Cmd {
+	m.compacting = false
+	m.notice, m.noticeErr = "", false
+	if msg.err != nil {
+		m.fail("compact", msg.err)
+		return nil
+	}
+	r := msg.result
+	if !r.Compacted {
+		m.note(false, fmt.Sprintf("nothing to compact (%d tokens)", r.BeforeTokens), "")
+		return nil
+	}
+	text := fmt.Sprintf("context compacted (%d → %d tokens)", r.BeforeTokens, r.AfterTokens)
+	m.hostNotice = text
+	m.note(false, text, "")
+	return nil
 }
 
 func (m *model) quit() tea.Cmd {

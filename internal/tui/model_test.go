@@ -47,7 +47,7 @@ func running(t *testing.T, transcript ...protocol.TranscriptMessage) (*harness, 
 func kinds(es []*entry) []string {
 	var out []string
 	for _, e := range es {
-		s := [...]string{"user", "assistant", "thinking", "tool"}[e.kind]
+		s := [...]string{"user", "assistant", "thinking", "tool", "note"}[e.kind]
 		out = append(out, s+":"+e.id)
 	}
 	return out
@@ -267,8 +267,13 @@ func TestFailedStartRestoresTheMessage(t *testing.T) {
 	h.typ("retry me")
 	h.key(tea.KeyEnter)
 	h.until("the failure", func() bool { return !h.m.sending })
-	if h.m.input.Value() != "retry me" || len(h.m.entries) != 0 || !h.m.noticeErr {
+	if h.m.input.Value() != "retry me" || len(h.m.entries) != 1 || h.m.entries[0].kind != entryNote || !h.m.noticeErr {
 		t.Fatalf("input %q entries %v notice %q", h.m.input.Value(), kinds(h.m.entries), h.m.notice)
+	}
+	// The error stays in the transcript after the next key.
+	h.typ("!")
+	if v := h.m.View(); !strings.Contains(v, "start turn: session_busy") {
+		t.Fatalf("the error left the transcript:\n%s", v)
 	}
 }
 
@@ -424,7 +429,7 @@ func TestStopAndQuitKeys(t *testing.T) {
 			t.Fatal("ctrl+d on an empty input did not quit")
 		}
 	})
-	t.Run("ctrl+c when idle clears, then quits", func(t *testing.T) {
+	t.Run("ctrl+c when idle clears, asks, then quits", func(t *testing.T) {
 		be := newFakeBackend()
 		h := newHarness(t, be, Options{Workspace: "/w"})
 		h.typ("draft")
@@ -433,8 +438,12 @@ func TestStopAndQuitKeys(t *testing.T) {
 			t.Fatalf("quit %v input %q", h.m.quitting, h.m.input.Value())
 		}
 		h.key(tea.KeyCtrlC)
+		if h.m.quitting || !strings.Contains(h.m.View(), "press Ctrl-C again to quit") {
+			t.Fatalf("ctrl+c on an idle empty input did not ask first:\n%s", h.m.View())
+		}
+		h.key(tea.KeyCtrlC)
 		if !h.m.quitting {
-			t.Fatal("ctrl+c on an idle empty input did not quit")
+			t.Fatal("a second ctrl+c did not quit")
 		}
 	})
 }

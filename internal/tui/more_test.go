@@ -2,6 +2,7 @@ package tui
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -111,56 +112,97 @@ func TestConnectionLossEndsTheProgram(t *testing.T) {
 }
 
 func TestEditor(t *testing.T) {
-	type step struct {
-		key  tea.KeyMsg
-		want string // value, with | at the cursor
-	}
 	runes := func(s string) tea.KeyMsg { return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(s)} }
 	k := func(t tea.KeyType) tea.KeyMsg { return tea.KeyMsg{Type: t} }
-	steps := []step{
-		{runes("hello"), "hello|"},
-		{k(tea.KeySpace), "hello |"},
-		{runes("wörld"), "hello wörld|"},
-		{k(tea.KeyCtrlW), "hello |"},
-		{k(tea.KeyCtrlJ), "hello \n|"},
-		{runes("two\tx"), "hello \ntwo    x|"},
-		{k(tea.KeyUp), "hello |\ntwo    x"},
-		{k(tea.KeyHome), "|hello \ntwo    x"},
-		{k(tea.KeyDelete), "|ello \ntwo    x"},
-		{k(tea.KeyDown), "ello \n|two    x"},
-		{k(tea.KeyCtrlK), "ello \n|"},
-		{k(tea.KeyBackspace), "ello |"},
-		{runes("a\r\nb\rc"), "ello a\nb\nc|"},
-		{k(tea.KeyCtrlU), "ello a\nb\n|"},
-		{tea.KeyMsg{Type: tea.KeyLeft, Alt: false}, "ello a\nb|\n"},
-	}
 	e := newLook(io.Discard, "").newInput()
-	for i, s := range steps {
+	for i, s := range []struct {
+		key  tea.KeyMsg
+		want string
+	}{
+		{runes("hello"), "hello"},
+		{k(tea.KeySpace), "hello "},
+		{runes("wörld"), "hello wörld"},
+		{k(tea.KeyCtrlW), "hello "},
+		{k(tea.KeyCtrlJ), "hello \n"},
+		{runes("two"), "hello \ntwo"},
+		{tea.KeyMsg{Type: tea.KeyEnter, Alt: true}, "hello \ntwo\n"},
+		{tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("pasted\r\nlines\tx"), Paste: true}, "hello \ntwo\npasted\nlines    x"},
+		{k(tea.KeyCtrlU), "hello \ntwo\npasted\n"},
+		{k(tea.KeyBackspace), "hello \ntwo\npasted"},
+	} {
 		e.Update(s.key)
-		got := string(e.value[:e.pos]) + "|" + string(e.value[e.pos:])
-		if got != s.want {
+		if got := e.Value(); got != s.want {
 			t.Fatalf("step %d (%v): %q, want %q", i, s.key, got, s.want)
 		}
 	}
-}
-
-func TestEditorViewWrapsAndScrollsToTheCursor(t *testing.T) {
-	e := newLook(io.Discard, "").newInput()
-	e.SetWidth(12) // the prompt, 9 columns of text and room for the cursor
-	e.SetValue("abcdefghijklmnopqrstuvwxyz0123456789")
-	// Four full lines and the cursor's: the last three are shown.
-	want := []string{"> stuvwxyz0", "  123456789", "   "}
-	if got := strings.Split(e.View(), "\n"); !slices.Equal(got, want) {
-		t.Fatalf("view %q, want %q", got, want)
+	if e.Height() != 3 {
+		t.Fatalf("a three-line message shows %d rows", e.Height())
 	}
-	e.Update(tea.KeyMsg{Type: tea.KeyCtrlA})
-	want = []string{"> abcdefghi", "  jklmnopqr", "  stuvwxyz0"}
-	if got := strings.Split(e.View(), "\n"); !slices.Equal(got, want) {
-		t.Fatalf("view at the start %q, want %q", got, want)
+	// The box grew with the paste: its first line is still in view.
+	if v := e.View(); !strings.HasPrefix(v, "> hello") || !strings.Contains(v, "pasted") {
+		t.Fatalf("view %q", v)
 	}
 	e.Reset()
-	if got := e.View(); !strings.HasPrefix(got, ">  Message") {
-		t.Fatalf("no placeholder: %q", got)
+	if got := e.View(); !strings.Contains(got, "Message maka") || e.Height() != 1 {
+		t.Fatalf("no placeholder, or the box did not shrink: %q", got)
+	}
+}
+
+// TestInputHistory sends three messages and walks back and forth through
+// them with Up and Down; the draft comes back after the newest; another
+// session has its own history.
+func TestInputHistory(t *testing.T) {
+	h, _ := running(t)
+	for _, msg := range []string{"first", "second\nline", "third"} {
+		h.m.input.SetValue(msg)
+		h.key(tea.KeyEnter)
+		h.until("the message to be sent", func() bool { return !h.m.sending })
+	}
+	h.typ("draft")
+	walk := []struct {
+		key  tea.KeyType
+		want string
+	}{
+		{tea.KeyUp, "third"},
+		{tea.KeyUp, "second\nline"},
+		{tea.KeyUp, "second\nline"}, // the cursor moves to the first line
+		{tea.KeyUp, "first"},
+		{tea.KeyUp, "first"},          // the oldest
+		{tea.KeyDown, "second\nline"}, // the cursor is on its last line
+		{tea.KeyDown, "third"},
+		{tea.KeyDown, "draft"},
+	}
+	for i, w := range walk {
+		h.key(w.key)
+		if got := h.m.input.Value(); got != w.want {
+			t.Fatalf("step %d (%s): %q, want %q", i, w.key, got, w.want)
+		}
+	}
+	if !strings.Contains(h.m.View(), "draft") {
+		t.Fatalf("the draft is not shown:\n%s", h.m.View())
+	}
+	// A new session starts with no history.
+	h.m.input.Reset()
+	h.key(tea.KeyCtrlN)
+	h.key(tea.KeyUp)
+	if got := h.m.input.Value(); got != "" {
+		t.Fatalf("a new session recalled %q", got)
+	}
+}
+
+func TestHistoryIsBounded(t *testing.T) {
+	var hs histories
+	for i := range maxHistorySessions + 5 {
+		hist := hs.of(fmt.Sprint("s", i))
+		for j := range maxHistoryEntries + 10 {
+			hist.add(fmt.Sprint(j))
+		}
+		if len(hist.entries) != maxHistoryEntries || hist.entries[0] != "10" {
+			t.Fatalf("history holds %d entries from %q", len(hist.entries), hist.entries[0])
+		}
+	}
+	if len(hs.by) != maxHistorySessions || len(hs.order) != maxHistorySessions {
+		t.Fatalf("%d histories kept", len(hs.by))
 	}
 }
 
@@ -186,5 +228,17 @@ func TestAnswerFailureShowsThePromptAgain(t *testing.T) {
 	h.send(answeredMsg{gen: h.m.gen, interactionID: "i1", err: errors.New("conflict")})
 	if h.m.prompt == nil || h.m.prompt.it.InteractionID != "i1" || !h.m.noticeErr {
 		t.Fatalf("prompt %v notice %q", h.m.prompt, h.m.notice)
+	}
+}
+
+// TestEditorGrowsWithAPaste: a paste of several lines into an empty box
+// grows it and shows the paste from its first line.
+func TestEditorGrowsWithAPaste(t *testing.T) {
+	e := newLook(io.Discard, "").newInput()
+	e.SetValue("an earlier\nmessage")
+	e.Reset()
+	e.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("one\ntwo\nthree"), Paste: true})
+	if v := e.View(); e.Height() != 3 || !strings.HasPrefix(v, "> one") || !strings.Contains(v, "three") {
+		t.Fatalf("%d rows: %q", e.Height(), v)
 	}
 }

@@ -173,7 +173,7 @@ func reviewLines(r protocol.ToolReview) []string {
 		}
 		return l
 	case protocol.PathReview:
-		return []string{r.Operation + " " + r.Path}
+		return append([]string{r.Operation + " " + r.Path}, pathPreview(r)...)
 	case protocol.SearchReview:
 		l := fmt.Sprintf("%s %q in %s", r.Operation, r.Pattern, r.Root)
 		if r.Glob != nil {

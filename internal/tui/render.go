@@ -2,10 +2,9 @@ package tui
 
 import (
 	"fmt"
-	"path/filepath"
+	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/charmbracelet/lipgloss"
 
@@ -18,7 +17,8 @@ const (
 	maxToolOutputLines = 6
 	maxQueueLines      = 3
 	maxCardLines       = 12
-	inputHeight        = 3
+	// maxExpandedLines bounds a tool card's output when expanded (ctrl+o).
+	maxExpandedLines = 200
 )
 
 // refresh lays the screen out and re-renders the transcript after an
@@ -28,7 +28,11 @@ func (m *model) refresh() {
 	m.vp.Width = m.width
 	m.queueText, m.cardText = m.queueView(), m.cardView()
 	m.tasksText = m.tasksView()
-	used := 2 + inputHeight + 1 // status, notice/hints, input and its rule
+	m.suggestText = m.suggestView()
+	used := 2 + m.input.Height() + 1 // status, notice/hints, input and its rule
+	if m.suggestText != "" {
+		used += lipgloss.Height(m.suggestText)
+	}
 	if m.tasksText != "" {
 		used += lipgloss.Height(m.tasksText)
 	}
@@ -53,9 +57,12 @@ func (m *model) layout() { m.refresh() }
 // View renders the screen.
 func (m *model) View() string {
 	parts := []string{m.statusView()}
-	if m.list.open {
+	switch {
+	case m.list.open:
 		parts = append(parts, m.listView(m.height-2))
-	} else {
+	case m.help:
+		parts = append(parts, m.helpView(m.height-2))
+	default:
 		parts = append(parts, m.vp.View())
 		if m.tasksText != "" {
 			parts = append(parts, m.tasksText)
@@ -65,6 +72,9 @@ func (m *model) View() string {
 		}
 		if m.cardText != "" {
 			parts = append(parts, m.cardText)
+		}
+		if m.suggestText != "" {
+			parts = append(parts, m.suggestText)
 		}
 		parts = append(parts, m.look.hint.Render(strings.Repeat("─", m.width)), m.input.View())
 	}
@@ -135,6 +145,8 @@ func (m *model) renderEntry(e *entry) string {
 		s = l.thinking.Render("  ∴ thinking") + "\n" + l.thinking.Render(strings.Join(lines, "\n"))
 	case entryTool:
 		s = m.toolView(e.tool, w)
+	case entryNote:
+		s = m.renderNote(e, w)
 	}
 	e.rendered, e.renderedWidth, e.dirty = s, w, false
 	return s
@@ -169,11 +181,23 @@ func (m *model) toolView(t *toolCard, w int) string {
 	}
 	if out := strings.TrimRight(sanitize(t.output), "\n"); out != "" {
 		ol := strings.Split(out, "\n")
-		if len(ol) > maxToolOutputLines {
-			ol = ol[len(ol)-maxToolOutputLines:]
-			lines = append(lines, l.dim.Render("…"))
+		limit := maxToolOutputLines
+		if m.expanded {
+			limit = maxExpandedLines
+		}
+		if len(ol) > limit {
+			hidden := len(ol) - limit
+			ol = ol[hidden:]
+			more := fmt.Sprintf("… %d earlier lines", hidden)
+			if hidden == 1 {
+				more = "… 1 earlier line"
+			}
+			if !m.expanded {
+				more += " (ctrl+o expands)"
+			}
+			lines = append(lines, l.dim.Render(more))
 		} else if t.truncated {
-			lines = append(lines, l.dim.Render("…"))
+			lines = append(lines, l.dim.Render("… (earlier output not kept)"))
 		}
 		for _, o := range ol {
 			lines = append(lines, l.dim.MaxWidth(inner).Render(o))
@@ -189,46 +213,99 @@ func firstLine(s string) string {
 	return s
 }
 
-// statusView is the top line: host epoch, session, model target, session
-// and turn status, queue length, the send mode, the permission mode and the
-// sandbox in force for commands.
+// statusView is the top line: the session, the model its turns use, the
+// permission mode, the sandbox, the thinking effort, the workspace, the
+// turn (a spinner and its time while it runs) and the last host notice.
 func (m *model) statusView() string {
-	parts := []string{"maka", "host " + short(m.be.HostEpoch())}
+	parts := []string{"maka"}
 	s := m.session
 	if s != nil {
 		name := s.Name
 		if name == "" {
 			name = short(s.SessionID)
 		}
-		parts = append(parts, name)
+		parts = append(parts, truncateWidth(name, 32))
 	} else {
 		parts = append(parts, "new session")
 	}
-	rt := m.rootTurn()
-	if s != nil && (rt == nil || string(s.Status) != string(rt.Status)) {
-		parts = append(parts, "session "+string(s.Status))
+	if c := m.usedModel(); c.Slug != "" {
+		parts = append(parts, c.String())
+	} else {
+		parts = append(parts, "model: host default")
 	}
-	if rt != nil {
-		parts = append(parts, "turn "+string(rt.Status))
-	} else if m.startingTurn != "" {
-		parts = append(parts, "turn starting")
-	}
-	parts = append(parts, fmt.Sprintf("queue %d", m.queueLen()))
-	if m.turnActive() {
-		if m.followUp {
-			parts = append(parts, "mode follow-up")
-		} else {
-			parts = append(parts, "mode steer")
-		}
-	}
+	mode := m.opts.PermissionMode
 	if s != nil {
-		parts = append(parts, "model "+modelTarget(s.ModelTarget), string(s.PermissionMode))
+		mode = string(s.PermissionMode)
+	}
+	if mode != "" {
+		parts = append(parts, mode)
 	}
 	if m.perms != nil {
 		parts = append(parts, "sandbox "+m.perms.SandboxInForce())
+		if m.perms.Thinking != "" {
+			parts = append(parts, "thinking "+m.perms.Thinking)
+		}
+	} else if s == nil && m.nextThinking != "" {
+		parts = append(parts, "thinking "+m.nextThinking)
 	}
-	line := truncateWidth(" "+strings.Join(parts, " · "), m.width)
+	ws := m.opts.Workspace
+	if s != nil && s.Workspace.Path != "" {
+		ws = s.Workspace.Path
+	}
+	if ws != "" {
+		parts = append(parts, shortPath(ws))
+	}
+	var right []string
+	rt := m.rootTurn()
+	switch {
+	case m.turnActive():
+		state := "running"
+		if rt != nil && !rt.Status.Terminal() && rt.Status != protocol.TurnRunning {
+			state = string(rt.Status)
+		}
+		if m.stopping {
+			state = "stopping"
+		}
+		t := m.spin.View() + " turn " + state
+		if !m.runSince.IsZero() {
+			t += " " + elapsed(int64(m.now().Sub(m.runSince).Seconds()))
+		}
+		if q := m.queueLen(); q > 0 {
+			t += fmt.Sprintf(" · queue %d", q)
+		}
+		if m.followUp {
+			t += " · follow-up"
+		}
+		right = append(right, t)
+	case rt != nil:
+		right = append(right, "turn "+string(rt.Status))
+	}
+	if m.hostNotice != "" {
+		right = append(right, truncateWidth(m.hostNotice, max(m.width/2, 20)))
+	}
+	// The turn and the notice keep their place at the right; the rest is
+	// cut to fit.
+	r := strings.Join(right, " · ")
+	if r != "" {
+		r = " " + r + " "
+	}
+	l := truncateWidth(" "+strings.Join(parts, " · "), max(m.width-lipgloss.Width(r)-1, 0))
+	gap := max(m.width-lipgloss.Width(l)-lipgloss.Width(r), 0)
+	line := truncateWidth(l+strings.Repeat(" ", gap)+r, m.width)
 	return m.look.status.Width(m.width).Render(line)
+}
+
+// shortPath shortens a workspace path: the home directory as ~, and only
+// the last two directories of a deep path.
+func shortPath(p string) string {
+	if home, err := os.UserHomeDir(); err == nil && home != "/" && (p == home || strings.HasPrefix(p, home+"/")) {
+		p = "~" + p[len(home):]
+	}
+	parts := strings.Split(p, "/")
+	if len(parts) > 3 {
+		p = "…/" + strings.Join(parts[len(parts)-2:], "/")
+	}
+	return p
 }
 
 func short(id string) string {
@@ -285,10 +362,24 @@ func (m *model) cardView() string {
 	}
 	title, lines, keys := m.promptLines()
 	inner := max(m.width-4, 10)
-	body := m.look.r.NewStyle().Width(inner).Render(sanitize(strings.Join(lines, "\n")))
+	styled := make([]string, 0, len(lines))
+	for _, l := range strings.Split(sanitize(strings.Join(lines, "\n")), "\n") {
+		switch {
+		case strings.HasPrefix(l, "+++ ") || strings.HasPrefix(l, "--- "):
+			l = m.look.toolName.Render(l)
+		case strings.HasPrefix(l, "+"):
+			l = m.look.toolOK.Render(l)
+		case strings.HasPrefix(l, "-"):
+			l = m.look.toolErr.Render(l)
+		case strings.HasPrefix(l, "@@"):
+			l = m.look.info.Render(l)
+		}
+		styled = append(styled, l)
+	}
+	body := m.look.r.NewStyle().Width(inner).Render(strings.Join(styled, "\n"))
 	bl := strings.Split(body, "\n")
-	if len(bl) > maxCardLines {
-		bl = append(bl[:maxCardLines-1], "…")
+	if limit := max(maxCardLines, m.height-12); len(bl) > limit {
+		bl = append(bl[:limit-1], "…")
 	}
 	content := m.look.cardTitle.Render(title) + "\n" + strings.Join(bl, "\n") + "\n" + m.look.info.Render(keys)
 	return m.look.card.Width(m.width - 2).Render(content)
@@ -306,7 +397,7 @@ func (m *model) footerView() string {
 	var h string
 	switch {
 	case m.list.open:
-		h = "↑/↓ move · enter open · n new · r reload · esc back · q quit"
+		h = "↑/↓ move · / filter · enter open · n new · r reload · esc back · q quit"
 	case m.prompt != nil:
 		h = "answer the prompt · esc stop the turn · ctrl+d quit"
 	case m.turnActive():
@@ -314,53 +405,22 @@ func (m *model) footerView() string {
 		if m.followUp {
 			mode = "follow-up"
 		}
-		h = "enter " + mode + " · tab steer/follow-up · esc stop · ctrl+s sessions · pgup/pgdn scroll"
+		h = "enter " + mode + " · tab steer/follow-up · esc stop · ctrl+o tool output · ? help"
+	case m.help:
+		h = "esc closes this help"
 	default:
-		h = "enter send · ctrl+j newline · ctrl+n new · ctrl+s sessions · ctrl+d quit"
+		h = "enter send · ctrl+j newline · / commands · ctrl+o tool output · ? help"
 	}
 	return m.look.hint.MaxWidth(m.width).Render(" " + h)
 }
 
-// listView renders the session picker in height lines.
-func (m *model) listView(height int) string {
-	l := &m.list
-	title := "Sessions"
-	if m.opts.RootPath != "" {
-		title += " — " + m.opts.RootPath
-	}
-	lines := []string{m.look.listTitle.Render(" " + title)}
-	switch {
-	case l.loading && len(l.sessions) == 0:
-		lines = append(lines, m.look.hint.Render("  loading…"))
-	case l.err != nil:
-		lines = append(lines, m.look.errText.Render("  "+l.err.Error()))
-	case len(l.sessions) == 0:
-		lines = append(lines, m.look.hint.Render("  no sessions yet: press n to start one"))
-	}
-	rows := max(height-len(lines), 1)
-	first := 0
-	if l.cursor >= rows {
-		first = l.cursor - rows + 1
-	}
-	for i := first; i < len(l.sessions) && i < first+rows; i++ {
-		s := l.sessions[i]
-		name := s.Name
-		if name == "" {
-			name = short(s.SessionID)
-		}
-		when := time.UnixMilli(s.LastUsedAt).Format("2006-01-02 15:04")
-		row := fmt.Sprintf(" %-24s %-16s %-10s %s  %s", name, string(s.Status), modelTarget(s.ModelTarget), when, filepath.Base(s.Workspace.Path))
-		if m.session != nil && s.SessionID == m.session.SessionID {
-			row = "•" + row[1:]
-		}
-		st := m.look.listItem
-		if i == l.cursor {
-			st = m.look.listSel
-		}
-		lines = append(lines, st.Width(m.width).Render(truncateWidth(row, m.width)))
-	}
+// padLines makes s exactly height lines.
+func padLines(s string, height int) string {
+	lines := strings.Split(s, "\n")
 	for len(lines) < height {
 		lines = append(lines, "")
 	}
 	return strings.Join(lines[:height], "\n")
 }
+
+func lipglossNormalLeft() lipgloss.Border { return lipgloss.NormalBorder() }

@@ -14,6 +14,9 @@ const (
 	entryAssistant
 	entryThinking
 	entryTool
+	// entryNote is an error or notice of this interface, kept in the
+	// transcript (not part of the session's record).
+	entryNote
 )
 
 // Bounds of what the transcript keeps in memory.
@@ -41,6 +44,12 @@ type entry struct {
 	local bool
 
 	tool *toolCard
+
+	// A note's hint (what to do next), whether it is an error, and the
+	// key of the entry it follows ("": the start).
+	hint  string
+	isErr bool
+	after string
 
 	// render cache
 	rendered      string
@@ -72,6 +81,8 @@ func (e *entry) key() string {
 		return "thinking:" + e.id
 	case entryUser:
 		return "user:" + e.id
+	case entryNote:
+		return "note:" + e.id
 	}
 	return "assistant:" + e.id
 }
@@ -124,6 +135,14 @@ func mergeLive(loaded, current []*entry, active map[string]bool) []*entry {
 		}
 	}
 	out := loaded
+	// A card keeps the command or path shown while it ran.
+	for _, e := range current {
+		if e.kind == entryTool && e.tool.args != "" {
+			if got, ok := byKey[e.key()]; ok && got.tool.args == "" {
+				got.tool.args = e.tool.args
+			}
+		}
+	}
 	for _, e := range current {
 		if !e.live || !active[e.turnID] {
 			continue
@@ -155,7 +174,35 @@ func mergeLive(loaded, current []*entry, active map[string]bool) []*entry {
 			got.live = true
 		}
 	}
-	return out
+	return placeNotes(out, current)
+}
+
+// placeNotes puts the notes of current back into entries, each after the
+// entry it followed (at the end when that entry is gone).
+func placeNotes(entries, current []*entry) []*entry {
+	for _, n := range current {
+		if n.kind != entryNote {
+			continue
+		}
+		at := len(entries)
+		if n.after == "" {
+			at = 0
+			for at < len(entries) && entries[at].kind == entryNote {
+				at++
+			}
+		}
+		for i, e := range entries {
+			if e.key() == n.after {
+				at = i + 1
+				for at < len(entries) && entries[at].kind == entryNote {
+					at++
+				}
+				break
+			}
+		}
+		entries = append(entries[:at], append([]*entry{n}, entries[at:]...)...)
+	}
+	return entries
 }
 
 // applyDelta appends streamed assistant or thinking text.

@@ -17,6 +17,7 @@ import (
 	"os"
 
 	tea "github.com/charmbracelet/bubbletea"
+	"golang.org/x/sys/unix"
 
 	"github.com/maka-agent/maka/client"
 )
@@ -54,8 +55,30 @@ type Options struct {
 	observe func(state)
 }
 
+// restoreTerminal leaves the alternate screen and bracketed paste and shows
+// the cursor.
+const restoreTerminal = "\x1b[?2004l\x1b[?1049l\x1b[?25h"
+
 // ErrNoBackend is returned by Run when Options has neither Conn nor Backend.
 var ErrNoBackend = errors.New("tui: no host connection")
+
+// ErrNotATerminal is returned by Run when its input is a file that is not
+// a terminal: nothing is drawn.
+var ErrNotATerminal = errors.New("the terminal UI needs a terminal, and its input is not one")
+
+// checkInput refuses input that is a file but not a terminal (keys cannot
+// be read from it); other readers are taken as they are.
+func checkInput(in io.Reader) error {
+	if in == nil {
+		in = os.Stdin
+	}
+	if f, ok := in.(*os.File); ok {
+		if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err != nil {
+			return ErrNotATerminal
+		}
+	}
+	return nil
+}
 
 // Run runs the terminal interface until the user quits, ctx ends or the
 // host connection is lost (then the connection's error is returned). Every
@@ -72,6 +95,9 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Out == nil {
 		opts.Out = os.Stdout
 	}
+	if err := checkInput(opts.In); err != nil {
+		return err
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	tr := &tracker{}
@@ -85,6 +111,11 @@ func Run(ctx context.Context, opts Options) error {
 		popts = append(popts, tea.WithAltScreen())
 	}
 	_, err := tea.NewProgram(m, popts...).Run()
+	if err != nil {
+		// A program that failed (to start, or on the way) may have left
+		// the terminal in the alternate screen with the cursor hidden.
+		_, _ = io.WriteString(opts.Out, restoreTerminal)
+	}
 
 	// The program has stopped: end every call it left running, then close
 	// the subscriptions.
