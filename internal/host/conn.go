@@ -396,7 +396,7 @@ func (c *Conn) serve(op *operation) {
 		}
 	}
 	if admitErr != nil {
-		c.respond(call, Outcome{Err: admitErr}, nil)
+		c.respond(call, Outcome{Err: admitErr}, nil, nil)
 		return
 	}
 	owned = lease
@@ -413,11 +413,20 @@ func (c *Conn) serve(op *operation) {
 	call.lease = lease
 	out := h(ctx, call)
 	lease.Seal()
-	err := c.respond(call, out, lease)
-	owned = nil // the response settles the lease now
-	if out.AfterQueued != nil {
-		out.AfterQueued(err)
+	if out.AfterQueued == nil {
+		c.respond(call, out, lease, nil)
+		owned = nil // the response settles the lease now
+		return
 	}
+	// The response is queued held: the writer does not take it before
+	// AfterQueued has returned, so that the client, which may act as soon
+	// as it reads the response, finds what AfterQueued set up in place.
+	// What AfterQueued sends goes after the response.
+	hold := new(frameHold)
+	err := c.respond(call, out, lease, hold)
+	owned = nil               // the response settles the lease now
+	defer c.out.release(hold) // even if AfterQueued panics
+	out.AfterQueued(err)
 }
 
 func (c *Conn) forget(requestID string) {
@@ -426,15 +435,16 @@ func (c *Conn) forget(requestID string) {
 	c.mu.Unlock()
 }
 
-// respond encodes, validates and queues the response. The lease (nil for a
+// respond encodes, validates and queues the response, held by hold when
+// not nil. The lease (nil for a
 // refused admission) is finished once the response is written or lost. It
 // returns what the outcome's AfterQueued is to be told: nil once the client
 // will see this outcome, else why not.
-func (c *Conn) respond(call *Call, out Outcome, lease OperationLease) error {
+func (c *Conn) respond(call *Call, out Outcome, lease OperationLease, hold *frameHold) error {
 	fb := newFrame()
 	frame, rejected := c.encode(fb.b, call, out)
 	c.forget(call.RequestID)
-	err := c.out.enqueue(outFrame{data: frame, lease: lease, buf: fb})
+	err := c.out.enqueue(outFrame{data: frame, lease: lease, buf: fb, hold: hold})
 	if err != nil && lease != nil {
 		lease.Finish()
 	}

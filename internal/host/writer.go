@@ -37,7 +37,23 @@ type outFrame struct {
 	// the writer's alone, and the writer returns it once it is written or
 	// rejected.
 	buf *frameBuf
+	// hold, when set and not yet released, keeps this frame and every
+	// frame queued after it from being taken by the loop (see hold).
+	hold *frameHold
 }
+
+// frameHold keeps a queued frame from being written until it is released.
+// A response whose outcome has an AfterQueued is queued held, and released
+// once AfterQueued has returned: the client cannot see the response, and so
+// cannot act on it, before what AfterQueued sets up (a subscription made
+// active) is in place. Frames queued meanwhile, by AfterQueued or anyone
+// else, wait behind it and keep their order.
+//
+// released is read and written under OutboundWriter.mu only. The writer's
+// lock is the only lock involved and no callback runs under it, so a hold
+// adds no lock order: AfterQueued runs with no writer lock held, may
+// enqueue (taking mu briefly), and release takes mu after it returned.
+type frameHold struct{ released bool }
 
 // framePool holds response frame buffers. It is the host's one pool, kept
 // because the committed round-trip benchmark shows it pays (internal/bench,
@@ -201,6 +217,27 @@ func (ow *OutboundWriter) enqueueHeld(f outFrame) error {
 	return nil
 }
 
+// release lets the loop write the frame queued with h, and what was queued
+// after it. Releasing a hold whose frame was refused or rejected does
+// nothing harmful.
+func (ow *OutboundWriter) release(h *frameHold) {
+	ow.mu.Lock()
+	h.released = true
+	ow.mu.Unlock()
+	ow.signal()
+}
+
+// takeableLocked returns how many frames at the head of the queue the loop
+// may take: those before the first frame still held.
+func (ow *OutboundWriter) takeableLocked() int {
+	for i, f := range ow.queue {
+		if f.hold != nil && !f.hold.released {
+			return i
+		}
+	}
+	return len(ow.queue)
+}
+
 // Flush wakes the loop to write what enqueueHeld queued.
 func (ow *OutboundWriter) Flush() { ow.signal() }
 
@@ -298,17 +335,28 @@ func (ow *OutboundWriter) loop() {
 	)
 	for {
 		ow.mu.Lock()
-		for ow.err == nil && len(ow.queue) == 0 && !ow.closing {
+		n := ow.takeableLocked()
+		// A held frame is waited for even when closing: its release
+		// follows its queueing at once (Conn.serve).
+		for ow.err == nil && n == 0 && !(ow.closing && len(ow.queue) == 0) {
 			ow.mu.Unlock()
 			<-ow.wake
 			ow.mu.Lock()
+			n = ow.takeableLocked()
 		}
 		if ow.err != nil || len(ow.queue) == 0 {
 			ow.mu.Unlock()
 			return
 		}
 		batch := ow.queue
-		ow.queue = spare[:0]
+		if n == len(batch) {
+			ow.queue = spare[:0]
+		} else {
+			// The frames from the first held one on stay queued, in order.
+			ow.queue = append(spare[:0], batch[n:]...)
+			clear(batch[n:])
+			batch = batch[:n]
+		}
 		ow.mu.Unlock()
 
 		bufs = bufs[:0]
