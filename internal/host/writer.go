@@ -63,8 +63,9 @@ type frameHold struct{ released bool }
 // See docs/benchmarks.md, "Host round trips".
 //
 // Its contract holds by construction: only Conn.respond and
-// Conn.serveInline take buffers (newFrame), and neither touches a frame
-// after queueing it; only the
+// Conn.serveInline take buffers (newFrame; the reader's burst is one
+// until queueBurst queues it), and neither touches a frame after queueing
+// it; only the
 // writer puts them back (releaseFrame), after the frame's write has
 // returned or it was rejected, and after its settle ran. A frame the queue
 // refused is dropped, not returned.
@@ -73,8 +74,24 @@ type frameHold struct{ released bool }
 // that returning a buffer allocates nothing.
 var framePool = sync.Pool{New: func() any { return &frameBuf{b: make([]byte, 0, 512)} }}
 
-// frameBuf is one pooled response frame buffer.
-type frameBuf struct{ b []byte }
+// frameBuf is one pooled response frame buffer: one response, or the
+// answers of a burst of inline requests (Conn.burst), one after the other.
+type frameBuf struct {
+	b []byte
+	// answers is how many responses b holds when it is a burst (0 for one
+	// response); leases are their leases, finished once b is written or
+	// lost.
+	answers int
+	leases  []OperationLease
+}
+
+// frames is how many frames f counts as against OutboundMaxFrames.
+func (f *outFrame) frames() int {
+	if f.buf != nil && f.buf.answers > 1 {
+		return f.buf.answers
+	}
+	return 1
+}
 
 // newFrame returns an empty pooled buffer for a response frame.
 func newFrame() *frameBuf {
@@ -88,6 +105,9 @@ func newFrame() *frameBuf {
 func releaseFrame(f outFrame) {
 	if f.buf != nil && cap(f.data) <= 4096 {
 		f.buf.b = f.data[:0]
+		f.buf.answers = 0
+		clear(f.buf.leases)
+		f.buf.leases = f.buf.leases[:0]
 		framePool.Put(f.buf)
 	}
 }
@@ -111,7 +131,7 @@ func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 // it from being settled: its panic is recovered and returned, the first
 // one kept in first.
 func settle(f outFrame, err error, first **panicError) {
-	if f.done == nil && f.lease == nil {
+	if f.done == nil && f.lease == nil && (f.buf == nil || len(f.buf.leases) == 0) {
 		return
 	}
 	defer func() {
@@ -121,6 +141,11 @@ func settle(f outFrame, err error, first **panicError) {
 	}()
 	if f.lease != nil {
 		f.lease.Finish()
+	}
+	if f.buf != nil {
+		for _, l := range f.buf.leases {
+			l.Finish()
+		}
 	}
 	if f.done != nil {
 		f.done.Settle(err)
@@ -203,7 +228,7 @@ func (ow *OutboundWriter) enqueueHeld(f outFrame) error {
 	switch {
 	case ow.bytes+len(frame) > OutboundMaxBytes:
 		overflow = &OutboundQueueError{Code: "byte_limit"}
-	case ow.frames+1 > OutboundMaxFrames:
+	case ow.frames+f.frames() > OutboundMaxFrames:
 		overflow = &OutboundQueueError{Code: "frame_limit"}
 	}
 	if overflow != nil {
@@ -211,7 +236,7 @@ func (ow *OutboundWriter) enqueueHeld(f outFrame) error {
 		return overflow
 	}
 	ow.queue = append(ow.queue, f)
-	ow.frames++
+	ow.frames += f.frames()
 	ow.bytes += len(frame)
 	ow.mu.Unlock()
 	return nil
@@ -360,16 +385,17 @@ func (ow *OutboundWriter) loop() {
 		ow.mu.Unlock()
 
 		bufs = bufs[:0]
-		total := 0
-		for _, f := range batch {
-			bufs = append(bufs, f.data)
-			total += len(f.data)
+		total, frames := 0, 0
+		for i := range batch {
+			bufs = append(bufs, batch[i].data)
+			total += len(batch[i].data)
+			frames += batch[i].frames()
 		}
 		err := ow.w.Write(bufs...)
 		clear(bufs)
 
 		ow.mu.Lock()
-		ow.frames -= len(batch)
+		ow.frames -= frames
 		ow.bytes -= total
 		if err != nil {
 			ow.failLocked(err) // unlocks; the first error wins and rejects the queue
