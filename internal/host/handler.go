@@ -41,7 +41,10 @@ type Outcome struct {
 	Err    *protocol.OpError
 	// AfterQueued, if set, runs once: with nil right after the response has
 	// been queued on the connection (so anything the connection sends later
-	// follows it), or with the error that prevented that.
+	// follows it), or with the error that prevented that. The response is
+	// not written before AfterQueued has returned, so a client that acts
+	// on it finds what AfterQueued set up in place; the connection writes
+	// nothing meanwhile, so AfterQueued must not block.
 	AfterQueued func(err error)
 }
 

@@ -37,7 +37,23 @@ type outFrame struct {
 	// the writer's alone, and the writer returns it once it is written or
 	// rejected.
 	buf *frameBuf
+	// hold, when set and not yet released, keeps this frame and every
+	// frame queued after it from being taken by the loop (see hold).
+	hold *frameHold
 }
+
+// frameHold keeps a queued frame from being written until it is released.
+// A response whose outcome has an AfterQueued is queued held, and released
+// once AfterQueued has returned: the client cannot see the response, and so
+// cannot act on it, before what AfterQueued sets up (a subscription made
+// active) is in place. Frames queued meanwhile, by AfterQueued or anyone
+// else, wait behind it and keep their order.
+//
+// released is read and written under OutboundWriter.mu only. The writer's
+// lock is the only lock involved and no callback runs under it, so a hold
+// adds no lock order: AfterQueued runs with no writer lock held, may
+// enqueue (taking mu briefly), and release takes mu after it returned.
+type frameHold struct{ released bool }
 
 // framePool holds response frame buffers. It is the host's one pool, kept
 // because the committed round-trip benchmark shows it pays (internal/bench,
@@ -47,8 +63,9 @@ type outFrame struct {
 // See docs/benchmarks.md, "Host round trips".
 //
 // Its contract holds by construction: only Conn.respond and
-// Conn.serveInline take buffers (newFrame), and neither touches a frame
-// after queueing it; only the
+// Conn.serveInline take buffers (newFrame; the reader's burst is one
+// until queueBurst queues it), and neither touches a frame after queueing
+// it; only the
 // writer puts them back (releaseFrame), after the frame's write has
 // returned or it was rejected, and after its settle ran. A frame the queue
 // refused is dropped, not returned.
@@ -57,8 +74,24 @@ type outFrame struct {
 // that returning a buffer allocates nothing.
 var framePool = sync.Pool{New: func() any { return &frameBuf{b: make([]byte, 0, 512)} }}
 
-// frameBuf is one pooled response frame buffer.
-type frameBuf struct{ b []byte }
+// frameBuf is one pooled response frame buffer: one response, or the
+// answers of a burst of inline requests (Conn.burst), one after the other.
+type frameBuf struct {
+	b []byte
+	// answers is how many responses b holds when it is a burst (0 for one
+	// response); leases are their leases, finished once b is written or
+	// lost.
+	answers int
+	leases  []OperationLease
+}
+
+// frames is how many frames f counts as against OutboundMaxFrames.
+func (f *outFrame) frames() int {
+	if f.buf != nil && f.buf.answers > 1 {
+		return f.buf.answers
+	}
+	return 1
+}
 
 // newFrame returns an empty pooled buffer for a response frame.
 func newFrame() *frameBuf {
@@ -72,6 +105,9 @@ func newFrame() *frameBuf {
 func releaseFrame(f outFrame) {
 	if f.buf != nil && cap(f.data) <= 4096 {
 		f.buf.b = f.data[:0]
+		f.buf.answers = 0
+		clear(f.buf.leases)
+		f.buf.leases = f.buf.leases[:0]
 		framePool.Put(f.buf)
 	}
 }
@@ -95,7 +131,7 @@ func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 // it from being settled: its panic is recovered and returned, the first
 // one kept in first.
 func settle(f outFrame, err error, first **panicError) {
-	if f.done == nil && f.lease == nil {
+	if f.done == nil && f.lease == nil && (f.buf == nil || len(f.buf.leases) == 0) {
 		return
 	}
 	defer func() {
@@ -105,6 +141,11 @@ func settle(f outFrame, err error, first **panicError) {
 	}()
 	if f.lease != nil {
 		f.lease.Finish()
+	}
+	if f.buf != nil {
+		for _, l := range f.buf.leases {
+			l.Finish()
+		}
 	}
 	if f.done != nil {
 		f.done.Settle(err)
@@ -187,7 +228,7 @@ func (ow *OutboundWriter) enqueueHeld(f outFrame) error {
 	switch {
 	case ow.bytes+len(frame) > OutboundMaxBytes:
 		overflow = &OutboundQueueError{Code: "byte_limit"}
-	case ow.frames+1 > OutboundMaxFrames:
+	case ow.frames+f.frames() > OutboundMaxFrames:
 		overflow = &OutboundQueueError{Code: "frame_limit"}
 	}
 	if overflow != nil {
@@ -195,10 +236,31 @@ func (ow *OutboundWriter) enqueueHeld(f outFrame) error {
 		return overflow
 	}
 	ow.queue = append(ow.queue, f)
-	ow.frames++
+	ow.frames += f.frames()
 	ow.bytes += len(frame)
 	ow.mu.Unlock()
 	return nil
+}
+
+// release lets the loop write the frame queued with h, and what was queued
+// after it. Releasing a hold whose frame was refused or rejected does
+// nothing harmful.
+func (ow *OutboundWriter) release(h *frameHold) {
+	ow.mu.Lock()
+	h.released = true
+	ow.mu.Unlock()
+	ow.signal()
+}
+
+// takeableLocked returns how many frames at the head of the queue the loop
+// may take: those before the first frame still held.
+func (ow *OutboundWriter) takeableLocked() int {
+	for i, f := range ow.queue {
+		if f.hold != nil && !f.hold.released {
+			return i
+		}
+	}
+	return len(ow.queue)
 }
 
 // Flush wakes the loop to write what enqueueHeld queued.
@@ -298,30 +360,42 @@ func (ow *OutboundWriter) loop() {
 	)
 	for {
 		ow.mu.Lock()
-		for ow.err == nil && len(ow.queue) == 0 && !ow.closing {
+		n := ow.takeableLocked()
+		// A held frame is waited for even when closing: its release
+		// follows its queueing at once (Conn.serve).
+		for ow.err == nil && n == 0 && !(ow.closing && len(ow.queue) == 0) {
 			ow.mu.Unlock()
 			<-ow.wake
 			ow.mu.Lock()
+			n = ow.takeableLocked()
 		}
 		if ow.err != nil || len(ow.queue) == 0 {
 			ow.mu.Unlock()
 			return
 		}
 		batch := ow.queue
-		ow.queue = spare[:0]
+		if n == len(batch) {
+			ow.queue = spare[:0]
+		} else {
+			// The frames from the first held one on stay queued, in order.
+			ow.queue = append(spare[:0], batch[n:]...)
+			clear(batch[n:])
+			batch = batch[:n]
+		}
 		ow.mu.Unlock()
 
 		bufs = bufs[:0]
-		total := 0
-		for _, f := range batch {
-			bufs = append(bufs, f.data)
-			total += len(f.data)
+		total, frames := 0, 0
+		for i := range batch {
+			bufs = append(bufs, batch[i].data)
+			total += len(batch[i].data)
+			frames += batch[i].frames()
 		}
 		err := ow.w.Write(bufs...)
 		clear(bufs)
 
 		ow.mu.Lock()
-		ow.frames -= len(batch)
+		ow.frames -= frames
 		ow.bytes -= total
 		if err != nil {
 			ow.failLocked(err) // unlocks; the first error wins and rejects the queue
