@@ -524,7 +524,7 @@ func (c *Owner) handleCompact(ctx context.Context, call *host.Call) host.Outcome
 	if abs, err := filepath.Abs(workspace); err == nil {
 		workspace = abs
 	}
-	policy, err := c.permissionPolicy(ctx, in.SessionID, workspace)
+	policy, _, err := c.permissionPolicy(ctx, in.SessionID, workspace)
 	if err != nil {
 		return c.opFailure(string(protocol.OpSessionCompact), in.SessionID, err)
 	}

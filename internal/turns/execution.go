@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/maka-agent/maka/internal/failpoint"
 	"path/filepath"
+
+	"github.com/maka-agent/maka/internal/failpoint"
+	"github.com/maka-agent/maka/internal/model"
 
 	"github.com/maka-agent/maka/internal/agent"
 	"github.com/maka-agent/maka/internal/lane"
@@ -255,7 +257,7 @@ func (c *Owner) runAgent(ctx context.Context, rec *recorder, a admission, sum pr
 	if abs, err := filepath.Abs(workspace); err == nil {
 		workspace = abs
 	}
-	policy, err := c.permissionPolicy(ctx, a.SessionID, workspace)
+	policy, effort, err := c.permissionPolicy(ctx, a.SessionID, workspace)
 	if out, stopped := agent.Stopped(ctx); stopped {
 		return out
 	}
@@ -274,7 +276,7 @@ func (c *Owner) runAgent(ctx context.Context, rec *recorder, a admission, sum pr
 		SessionID: a.SessionID, TurnID: a.TurnID, RunID: a.RunID,
 		Prompt: a.Content.Text, History: history, Workspace: workspace, Protected: c.opts.Protected,
 		Provider: resolved.Provider, Model: resolved.Model, System: system,
-		Effort: c.effort(ctx, a.SessionID),
+		Effort: effort,
 		Tools:  turnTools, Permissions: tools.NewEngine(policy),
 		MaxSteps: c.opts.MaxSteps, Step: c.opts.Step, Now: c.opts.Now, NewID: c.opts.NewID,
 		Abandoned: &c.abandoned,
@@ -291,8 +293,10 @@ func (c *Owner) runAgent(ctx context.Context, rec *recorder, a admission, sum pr
 }
 
 // permissionPolicy reads the session's durable permission policy (mode,
-// sandbox, the root's and the session's rules) for one turn's engine.
-func (c *Owner) permissionPolicy(ctx context.Context, sessionID, workspace string) (tools.Policy, error) {
+// sandbox, the root's and the session's rules) for one turn's engine, and
+// in the same read its reasoning effort (an unknown one leaves the
+// provider's default).
+func (c *Owner) permissionPolicy(ctx context.Context, sessionID, workspace string) (tools.Policy, model.Effort, error) {
 	var perms sessions.Permissions
 	err := c.opts.Store.Read(ctx, func(q store.Querier) error {
 		var err error
@@ -300,7 +304,12 @@ func (c *Owner) permissionPolicy(ctx context.Context, sessionID, workspace strin
 		return err
 	})
 	if err != nil {
-		return tools.Policy{}, err
+		return tools.Policy{}, model.EffortDefault, err
+	}
+	effort, err := model.ParseEffort(perms.Thinking)
+	if err != nil {
+		c.log.Warn("unknown reasoning effort ignored", "session", sessionID, "thinking", perms.Thinking)
+		effort = model.EffortDefault
 	}
 	mode, err := tools.ParseMode(string(perms.Mode))
 	if err != nil {
@@ -313,7 +322,7 @@ func (c *Owner) permissionPolicy(ctx context.Context, sessionID, workspace strin
 	box, _ := sandbox.ParseMode(perms.Sandbox)
 	available := c.opts.SandboxAvailable != nil && c.opts.SandboxAvailable()
 	return tools.Policy{Mode: mode, Rules: rules, Workspace: workspace, Sandbox: box, SandboxAvailable: available,
-		Protected: c.opts.Protected}, nil
+		Protected: c.opts.Protected}, effort, nil
 }
 
 // sessionStatusAfter is the session status a turn's outcome leaves.

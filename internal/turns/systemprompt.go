@@ -3,10 +3,7 @@ package turns
 import (
 	"context"
 
-	"github.com/maka-agent/maka/internal/model"
 	"github.com/maka-agent/maka/internal/prompt"
-	"github.com/maka-agent/maka/internal/sessions"
-	"github.com/maka-agent/maka/internal/store"
 	"github.com/maka-agent/maka/internal/tools"
 )
 
@@ -31,24 +28,4 @@ func (c *Owner) systemPrompt(ctx context.Context, a admission, workspace string,
 	})
 	notes.Log(c.log, "session", a.SessionID, "turn", a.TurnID)
 	return s
-}
-
-// effort reads the session's reasoning effort; an unreadable or unknown
-// one leaves the provider's default.
-func (c *Owner) effort(ctx context.Context, sessionID string) model.Effort {
-	var perms sessions.Permissions
-	err := c.opts.Store.Read(ctx, func(q store.Querier) error {
-		var err error
-		perms, err = sessions.LoadPermissions(q, sessionID)
-		return err
-	})
-	if err != nil {
-		return model.EffortDefault
-	}
-	e, err := model.ParseEffort(perms.Thinking)
-	if err != nil {
-		c.log.Warn("unknown reasoning effort ignored", "session", sessionID, "thinking", perms.Thinking)
-		return model.EffortDefault
-	}
-	return e
 }
