@@ -98,6 +98,10 @@ type Turn struct {
 	// request only (it is neither recorded nor kept for the next step,
 	// which calls Tail again).
 	Tail func(ctx context.Context) string
+	// Fit, when set, may shorten the conversation before each model step
+	// after the first (a long turn whose own messages outgrow the
+	// context window); it returns msgs when nothing needs to change.
+	Fit func(ctx context.Context, msgs []model.Message) []model.Message
 }
 
 // Run runs one turn to its outcome. It returns when the turn ended: a step
@@ -150,6 +154,9 @@ func (r *runner) run(ctx context.Context) Outcome {
 		var err error
 		if msgs, err = r.steer(ctx, msgs); err != nil {
 			return r.failure(ctx, &sinkError{err})
+		}
+		if step > 1 && r.t.Fit != nil {
+			msgs = r.t.Fit(ctx, msgs)
 		}
 		st, fin, err := r.stream(ctx, model.Request{Model: r.t.Model, System: r.t.System, Messages: r.withTail(ctx, msgs), Tools: specs, Effort: r.t.Effort})
 		if ferr := r.flushStep(ctx, st); ferr != nil && err == nil {

@@ -227,10 +227,20 @@ func messagesBytes(msgs []model.Message) int {
 // tokens are denser, but a provider that reports too little (a model's
 // answer is hostile input) never lets a request past the window.
 func (c *Owner) requestTokens(conv conversation, fixed int, prompt string) int64 {
-	promptBytes := 0
-	if prompt != "" {
-		promptBytes = len(prompt) + 16
+	return c.requestTokensBytes(conv, fixed, promptLen(prompt))
+}
+
+// promptLen is what a prompt adds to a request.
+func promptLen(prompt string) int {
+	if prompt == "" {
+		return 0
 	}
+	return len(prompt) + 16
+}
+
+// requestTokensBytes is requestTokens for promptBytes bytes after conv
+// (a prompt, or a running turn's own messages).
+func (c *Owner) requestTokensBytes(conv conversation, fixed, promptBytes int) int64 {
 	estimate := int64(fixed+messagesBytes(conv.msgs)+promptBytes) / bytesPerToken
 	if conv.usage > 0 {
 		return max(estimate, conv.usage+int64(messagesBytes(conv.msgs[conv.usageAt:])+promptBytes)/bytesPerToken)
@@ -254,14 +264,14 @@ type compaction struct {
 //
 // latest (on demand) keeps only the newest exchange that fits, from the
 // last user message, rather than as much as fits.
-func (c *Owner) compact(ctx context.Context, sessionID, turnID string, resolved Resolved, conv conversation, fixed int, prompt string,
+func (c *Owner) compact(ctx context.Context, sessionID, turnID string, resolved Resolved, conv conversation, fixed, promptBytes int,
 	window, usageFrom int64, end recordPos, latest bool) (compaction, error) {
-	before := c.requestTokens(conv, fixed, prompt)
+	before := c.requestTokensBytes(conv, fixed, promptBytes)
 	res := compaction{msgs: conv.msgs, before: before, after: before}
 	msgs := conv.msgs
 	keepBudget := window * compactKeep / 100
 	cut := len(msgs)
-	tail := int64(len(prompt)) / bytesPerToken
+	tail := int64(promptBytes) / bytesPerToken
 	for i := len(msgs) - 1; i >= 1; i-- {
 		tail += int64(messageBytes(msgs[i])) / bytesPerToken
 		if tail > keepBudget {
@@ -288,7 +298,7 @@ func (c *Owner) compact(ctx context.Context, sessionID, turnID string, resolved 
 	kept := conversation{msgs: append([]model.Message(nil), msgs[cut:]...), pos: conv.pos[cut:]}
 	after := withSummary(kept, summary, keep)
 	rec := compactionRecord{keep: keep, usageFrom: usageFrom, summary: summary, before: before}
-	rec.after = c.requestTokens(conversation{msgs: after}, fixed, prompt)
+	rec.after = c.requestTokensBytes(conversation{msgs: after}, fixed, promptBytes)
 	err = c.opts.Store.Write(context.WithoutCancel(ctx), func(tx *store.Tx) error {
 		return insertCompaction(tx, sessionID, turnID, c.now(), rec)
 	})
@@ -441,7 +451,7 @@ func (c *Owner) fitTurnContext(ctx context.Context, a admission, resolved Resolv
 		return conv.msgs
 	}
 	history := conv.msgs
-	res, err := c.compact(ctx, a.SessionID, a.TurnID, resolved, conv, fixed, a.Content.Text, window, a.ChainSeq, recordPos{a.ChainSeq, 0}, false)
+	res, err := c.compact(ctx, a.SessionID, a.TurnID, resolved, conv, fixed, promptLen(a.Content.Text), window, a.ChainSeq, recordPos{a.ChainSeq, 0}, false)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return history // stopped: the caller ends the turn
@@ -467,6 +477,55 @@ func (c *Owner) fitTurnContext(ctx context.Context, a admission, resolved Resolv
 			"omitted", omitted, "kept", len(cut))
 	}
 	return cut
+}
+
+// midTurnFit is the agent.Turn.Fit of a turn: once a step's request would
+// exceed compactTrigger of the window, the conversation before the turn
+// is summarised (at most once a turn; the record's keep point is the turn
+// itself, as at a turn's start) and sent as its summary with the turn's
+// own messages after it. When that cannot be done (no earlier
+// conversation, the summary failed) the messages are left as they are.
+func (c *Owner) midTurnFit(a admission, resolved Resolved, historyLen int, fixed func(ctx context.Context) int) func(context.Context, []model.Message) []model.Message {
+	done := false
+	return func(ctx context.Context, msgs []model.Message) []model.Message {
+		window := resolved.ContextWindow
+		if window <= 0 {
+			window = DefaultContextWindow
+		}
+		if done || historyLen <= 0 || historyLen > len(msgs) {
+			return msgs
+		}
+		f := fixed(ctx)
+		before := c.requestTokens(conversation{msgs: msgs}, f, "")
+		if before*100 <= window*compactTrigger {
+			return msgs
+		}
+		done = true
+		conv, err := c.replayConversation(ctx, a)
+		if err != nil {
+			c.log.Warn("mid-turn compaction: the history could not be read", "session", a.SessionID, "turn", a.TurnID, "err", err)
+			return msgs
+		}
+		// The turn's own messages count as what is kept after the summary.
+		turnPart := messagesBytes(msgs[historyLen:])
+		res, err := c.compact(ctx, a.SessionID, a.TurnID, resolved, conv, f, turnPart, window, a.ChainSeq, recordPos{a.ChainSeq, 0}, false)
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				c.log.Warn("mid-turn compaction failed", "session", a.SessionID, "turn", a.TurnID, "err", err)
+				c.cont.PublishNotice(a.SessionID, compactionNotice(a.TurnID, res, err, before, before))
+			}
+			return msgs
+		case !res.compacted:
+			return msgs
+		}
+		out := append(append([]model.Message(nil), res.msgs...), msgs[historyLen:]...)
+		after := c.requestTokens(conversation{msgs: out}, f, "")
+		c.log.Info("context compacted during the turn", "session", a.SessionID, "turn", a.TurnID, "before", before, "after", after)
+		c.cont.PublishNotice(a.SessionID, compactionNotice(a.TurnID, compaction{compacted: true, before: before, after: after}, nil, 0, 0))
+		historyLen = len(res.msgs)
+		return out
+	}
 }
 
 // handleCompact serves session.compact: an idle session's conversation is
@@ -531,7 +590,7 @@ func (c *Owner) handleCompact(ctx context.Context, call *host.Call) host.Outcome
 	// The built-in tools only: an MCP server is not started to size a
 	// request that is not sent.
 	system := c.systemPrompt(ctx, a, workspace, policy, c.opts.Tools)
-	res, err := c.compact(ctx, in.SessionID, "", resolved, conv, fixedBytes(system, c.opts.Tools, c.tail(ctx, in.SessionID)), "", window, next, recordPos{next, 0}, true)
+	res, err := c.compact(ctx, in.SessionID, "", resolved, conv, fixedBytes(system, c.opts.Tools, c.tail(ctx, in.SessionID)), 0, window, next, recordPos{next, 0}, true)
 	if err != nil {
 		if errors.Is(err, store.ErrCommitOutcomeUnknown) {
 			return host.Fail(protocol.ErrCommitOutcomeUnknown, protocol.MessageOperationFailed)
