@@ -161,7 +161,7 @@ func pump(ctx context.Context, sub *client.Subscription, out chan<- pushed, done
 // run follows the session until ctx ends (detach), the followed turn ends
 // (--exit-after-turn) or the session goes away.
 func (a *attachment) run(ctx context.Context) (int, error) {
-	sub, err := a.conn.OpenSubscription(ctx, a.sessionID)
+	sub, err := a.conn.OpenSubscription(ctx, a.sessionID, client.WithNotices())
 	if err != nil {
 		return 0, callError(ctx, "cannot follow session "+a.sessionID, err)
 	}
@@ -195,7 +195,7 @@ func (a *attachment) run(ctx context.Context) (int, error) {
 		if (errors.As(err, &se) || errors.Is(err, io.EOF)) && a.conn.Err() == nil && reopened < maxResubscribe {
 			reopened++
 			a.p.notef("maka: live output interrupted (%v); resuming", err)
-			if sub, err = a.conn.OpenSubscription(ctx, a.sessionID); err == nil {
+			if sub, err = a.conn.OpenSubscription(ctx, a.sessionID, client.WithNotices()); err == nil {
 				a.seen.resumed()
 				continue
 			}
@@ -232,6 +232,9 @@ func (a *attachment) loop(ctx context.Context, frames <-chan pushed, lines *<-ch
 				return 0, false, pf.err
 			}
 			switch fr := pf.frame.(type) {
+			case protocol.NoticeFrame:
+				// Retries, failures and compactions, as maka run shows them.
+				a.p.notice(fr.Notice)
 			case protocol.DeltaFrame:
 				if fr.Delta.Text = a.seen.delta(fr.Delta); fr.Delta.Text != "" {
 					a.p.delta(fr.Delta)

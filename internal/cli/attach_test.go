@@ -318,3 +318,44 @@ func TestAttachAsksOnTheTerminal(t *testing.T) {
 		t.Fatalf("the approved command did not run: %+v", page)
 	}
 }
+
+// maka attach shows the retries of the turn it follows, as maka run does.
+func TestAttachShowsRetries(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	srv := modeltest.New(t, func(req *modeltest.Request) modeltest.Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if req.LastUser() == "flaky" && calls == 2 {
+			return modeltest.Reply{Status: 500, Body: `{"error":{"message":"try again"}}`}
+		}
+		return modeltest.Reply{Chunks: []modeltest.Chunk{{Text: "ok"}}}
+	})
+	s := newSandbox(t)
+	root := spawnedRoot(t)
+	addConnectionWith(t, s, root, srv.BaseURL(), fastRetries)
+	first := s.run("run", "--root", root, "--json", "first")
+	if first.code != 0 {
+		t.Fatalf("run = %d %q", first.code, first.stderr)
+	}
+	sessionID := parseEvents(t, first.stdout)[0]["sessionId"].(string)
+	att := s.startLines("attach", sessionID, "--root", root, "--json", "--exit-after-turn")
+	att.until(t, "attached")
+	if r := s.run("run", "--root", root, "--session", sessionID, "flaky"); r.code != 0 {
+		t.Fatalf("run = %d %q", r.code, r.stderr)
+	}
+	lines, code := att.rest(t)
+	if code != 0 {
+		t.Fatalf("attach exit %d, stderr %q", code, att.stderrText())
+	}
+	retried := false
+	for _, ev := range decodeLines(t, lines) {
+		if ev["type"] == "retry" && strings.Contains(fmt.Sprint(ev["message"]), "HTTP 500") {
+			retried = true
+		}
+	}
+	if !retried {
+		t.Fatalf("attach showed no retry: %q", lines)
+	}
+}
