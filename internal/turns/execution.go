@@ -288,7 +288,7 @@ func (c *Owner) runAgent(ctx context.Context, rec *recorder, a admission, sum pr
 	turn.Fit = c.midTurnFit(a, resolved, len(history), func(ctx context.Context) int {
 		return fixedBytes(system, turnTools, c.tail(ctx, a.SessionID))
 	})
-		if tail := c.opts.Tail; tail != nil {
+	if tail := c.opts.Tail; tail != nil {
 		turn.Tail = func(ctx context.Context) string { return tail(ctx, a.SessionID) }
 	}
 	out := agent.Run(ctx, turn, rec)
