@@ -268,7 +268,10 @@ func (c *Owner) runAgent(ctx context.Context, rec *recorder, a admission, sum pr
 	}
 	turnTools := c.turnTools(ctx)
 	system := c.systemPrompt(ctx, a, workspace, policy, turnTools)
-	history := c.fitTurnContext(ctx, a, resolved, conv, fixedBytes(system, turnTools, c.tail(ctx, a.SessionID))) // compaction.go
+	// The note at the tail of each request is read once per step, by the
+	// loop; the estimates use the last one read.
+	tailLen := len(c.tail(ctx, a.SessionID))
+	history := c.fitTurnContext(ctx, a, resolved, conv, fixedBytes(system, turnTools, "")+tailLen) // compaction.go
 	if out, stopped := agent.Stopped(ctx); stopped {
 		return out
 	}
@@ -285,11 +288,15 @@ func (c *Owner) runAgent(ctx context.Context, rec *recorder, a admission, sum pr
 		turn.Approver = rec.interactions
 	}
 	turn.Steering = steering
-	turn.Fit = c.midTurnFit(a, resolved, len(history), func(ctx context.Context) int {
-		return fixedBytes(system, turnTools, c.tail(ctx, a.SessionID))
-	})
+	base := fixedBytes(system, turnTools, "")
+	turn.Fit = c.midTurnFit(a, resolved, len(history), func(context.Context) int { return base + tailLen })
 	if tail := c.opts.Tail; tail != nil {
-		turn.Tail = func(ctx context.Context) string { return tail(ctx, a.SessionID) }
+		// Fit and Tail run on the loop's goroutine, one after the other.
+		turn.Tail = func(ctx context.Context) string {
+			t := tail(ctx, a.SessionID)
+			tailLen = len(t)
+			return t
+		}
 	}
 	out := agent.Run(ctx, turn, rec)
 	return out
