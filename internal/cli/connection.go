@@ -151,8 +151,9 @@ func noConnectionMessage(ctx context.Context, rootHint string) string {
 	return fmt.Sprintf(`no model connection is configured. Add one, for example:
   maka connection add%[1]s --provider openai --model MODEL_ID --key-env OPENAI_API_KEY
   maka connection add%[1]s --provider anthropic --model MODEL_ID --key-env ANTHROPIC_API_KEY
-  maka connection add%[1]s --provider openai-compatible --base-url http://localhost:8080/v1 --model MODEL_ID < key.txt
-(the API key is read from the environment variable named by --key-env, or from stdin),
+  maka connection add%[1]s --provider openai-compatible --base-url http://localhost:8080/v1 --model MODEL_ID --no-key
+(the API key is read from the environment variable named by --key-env, or from stdin; a
+local server that needs none takes --no-key),
 then run the command again. 'maka connection add --help' lists the providers.`, rootHint)
 }
 
