@@ -66,7 +66,36 @@ const (
 	// NoticeModelFailed: the turn's model request failed for good;
 	// Message says what happened (the turn's terminal snapshot follows).
 	NoticeModelFailed = "model_failed"
+	// NoticeTurnUsage: a model step of the turn ended (Final false), or
+	// the turn did (Final true): the turn's token usage so far and the
+	// stop reason of that step or of the turn.
+	NoticeTurnUsage = "turn_usage"
 )
+
+// Stop reasons of a turn_usage notice: a step's (Final false) is one of
+// end_turn, tool_use, max_tokens, content_filter, other; a turn's (Final
+// true) is one of end_turn, max_tokens, content_filter, cancelled, failed,
+// other.
+const (
+	StopReasonEndTurn       = "end_turn"
+	StopReasonToolUse       = "tool_use"
+	StopReasonMaxTokens     = "max_tokens"
+	StopReasonContentFilter = "content_filter"
+	StopReasonCancelled     = "cancelled"
+	StopReasonFailed        = "failed"
+	StopReasonOther         = "other"
+)
+
+// TokenUsage is the token usage of a turn: InputTokens counts every prompt
+// token of its model requests (cache reads included, so CacheReadTokens <=
+// InputTokens), OutputTokens every generated token (ReasoningTokens, the
+// part spent reasoning, <= OutputTokens).
+type TokenUsage struct {
+	InputTokens     int64 `json:"inputTokens"`
+	OutputTokens    int64 `json:"outputTokens"`
+	CacheReadTokens int64 `json:"cacheReadTokens"`
+	ReasoningTokens int64 `json:"reasoningTokens"`
+}
 
 // MaxNoticeAttempts bounds the attempt numbers of a model_retry notice.
 const MaxNoticeAttempts = 1000
@@ -77,7 +106,8 @@ const SessionNoticeMessageMaxBytes = 1024
 // SessionNotice is one notice about a session. TurnID names the turn it
 // happened in (empty: on demand). BeforeTokens and AfterTokens are those of
 // a compaction (0 otherwise); Attempt, MaxAttempts and DelayMs are sent
-// with model_retry only.
+// with model_retry only; StopReason, Final, Usage (when HasUsage),
+// ContextTokens and ContextWindow (when positive) with turn_usage only.
 type SessionNotice struct {
 	Kind         string `json:"kind"`
 	TurnID       string `json:"turnId,omitempty"`
@@ -87,10 +117,21 @@ type SessionNotice struct {
 	Attempt      int64  `json:"attempt"`
 	MaxAttempts  int64  `json:"maxAttempts"`
 	DelayMs      int64  `json:"delayMs"`
+
+	StopReason string `json:"stopReason"`
+	Final      bool   `json:"final"`
+	// HasUsage is false when a model step of the turn reported no usage
+	// (the total is then unknown) or no step ended.
+	HasUsage bool       `json:"-"`
+	Usage    TokenUsage `json:"usage"`
+	// ContextTokens is what the conversation holds after the last step
+	// (its input and output tokens); ContextWindow the model's window.
+	ContextTokens int64 `json:"contextTokens,omitempty"`
+	ContextWindow int64 `json:"contextWindow,omitempty"`
 }
 
 // MarshalJSON encodes the notice with the retry members for model_retry
-// only.
+// only and the usage members for turn_usage only.
 func (n SessionNotice) MarshalJSON() ([]byte, error) {
 	type common struct {
 		Kind         string `json:"kind"`
@@ -100,6 +141,20 @@ func (n SessionNotice) MarshalJSON() ([]byte, error) {
 		Message      string `json:"message"`
 	}
 	c := common{n.Kind, n.TurnID, n.BeforeTokens, n.AfterTokens, n.Message}
+	if n.Kind == NoticeTurnUsage {
+		var u *TokenUsage
+		if n.HasUsage {
+			u = &n.Usage
+		}
+		return Marshal(struct {
+			common
+			StopReason    string      `json:"stopReason"`
+			Final         bool        `json:"final"`
+			Usage         *TokenUsage `json:"usage,omitempty"`
+			ContextTokens int64       `json:"contextTokens,omitempty"`
+			ContextWindow int64       `json:"contextWindow,omitempty"`
+		}{c, n.StopReason, n.Final, u, n.ContextTokens, n.ContextWindow})
+	}
 	if n.Kind != NoticeModelRetry {
 		return Marshal(c)
 	}
@@ -138,11 +193,17 @@ func decodeSessionCompactResult(d *D, v Value) any {
 	return SessionCompactResult{Compacted: o.Bool("compacted"), BeforeTokens: o.Count("beforeTokens"), AfterTokens: o.Count("afterTokens")}
 }
 
+// Members of a notice that belong to one kind.
+var (
+	retryMembers = []string{"attempt", "maxAttempts", "delayMs"}
+	usageMembers = []string{"stopReason", "final", "usage", "contextTokens", "contextWindow"}
+)
+
 func decodeSessionNotice(d *D, v Value, path string) SessionNotice {
-	retry := []string{"attempt", "maxAttempts", "delayMs"}
-	o := d.Closed(v, path, []string{"kind", "beforeTokens", "afterTokens", "message"}, append([]string{"turnId"}, retry...))
+	optional := append(append([]string{"turnId"}, retryMembers...), usageMembers...)
+	o := d.Closed(v, path, []string{"kind", "beforeTokens", "afterTokens", "message"}, optional)
 	n := SessionNotice{
-		Kind:         o.Enum("kind", NoticeContextCompacted, NoticeContextCompactionFailed, NoticeModelRetry, NoticeModelFailed),
+		Kind:         o.Enum("kind", NoticeContextCompacted, NoticeContextCompactionFailed, NoticeModelRetry, NoticeModelFailed, NoticeTurnUsage),
 		BeforeTokens: o.Count("beforeTokens"),
 		AfterTokens:  o.Count("afterTokens"),
 		Message:      o.StringBytes("message", 0, SessionNoticeMessageMaxBytes),
@@ -150,18 +211,64 @@ func decodeSessionNotice(d *D, v Value, path string) SessionNotice {
 	if o.Has("turnId") {
 		n.TurnID = o.EntityID("turnId")
 	}
-	if n.Kind != NoticeModelRetry {
-		for _, k := range retry {
+	onlyWith := func(kind string, members []string) {
+		if n.Kind == kind {
+			return
+		}
+		for _, k := range members {
 			if o.Has(k) {
-				d.Fail(path+"."+k, "is only sent with %s", NoticeModelRetry)
+				d.Fail(path+"."+k, "is only sent with %s", kind)
 			}
 		}
+	}
+	onlyWith(NoticeModelRetry, retryMembers)
+	onlyWith(NoticeTurnUsage, usageMembers)
+	switch n.Kind {
+	case NoticeTurnUsage:
+		decodeTurnUsage(d, o, &n)
+		return n
+	case NoticeModelRetry:
+	default:
 		return n
 	}
 	n.Attempt = o.SafeInt("attempt", 2, MaxNoticeAttempts)
 	n.MaxAttempts = o.SafeInt("maxAttempts", n.Attempt, MaxNoticeAttempts)
 	n.DelayMs = o.Count("delayMs")
 	return n
+}
+
+// decodeTurnUsage decodes the members of a turn_usage notice: a step's
+// stop reason never says how the turn ended, a turn's never tool_use.
+func decodeTurnUsage(d *D, o Obj, n *SessionNotice) {
+	if n.BeforeTokens != 0 || n.AfterTokens != 0 {
+		d.Fail(o.Path()+".beforeTokens", "is 0 with %s", NoticeTurnUsage)
+	}
+	n.Final = o.Bool("final")
+	if n.Final {
+		n.StopReason = o.Enum("stopReason", StopReasonEndTurn, StopReasonMaxTokens, StopReasonContentFilter,
+			StopReasonCancelled, StopReasonFailed, StopReasonOther)
+	} else {
+		n.StopReason = o.Enum("stopReason", StopReasonEndTurn, StopReasonToolUse, StopReasonMaxTokens,
+			StopReasonContentFilter, StopReasonOther)
+	}
+	if o.Has("usage") {
+		u := o.Object("usage", []string{"inputTokens", "outputTokens", "cacheReadTokens", "reasoningTokens"}, nil)
+		n.HasUsage = true
+		n.Usage = TokenUsage{InputTokens: u.Count("inputTokens"), OutputTokens: u.Count("outputTokens"),
+			CacheReadTokens: u.Count("cacheReadTokens"), ReasoningTokens: u.Count("reasoningTokens")}
+		if n.Usage.CacheReadTokens > n.Usage.InputTokens {
+			d.Fail(u.Path()+".cacheReadTokens", "exceeds inputTokens")
+		}
+		if n.Usage.ReasoningTokens > n.Usage.OutputTokens {
+			d.Fail(u.Path()+".reasoningTokens", "exceeds outputTokens")
+		}
+	}
+	if o.Has("contextTokens") {
+		n.ContextTokens = o.PosCount("contextTokens")
+	}
+	if o.Has("contextWindow") {
+		n.ContextWindow = o.PosCount("contextWindow")
+	}
 }
 
 func decodeSubscriptionNoticesSet(path string) Codec {

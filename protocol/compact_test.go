@@ -13,6 +13,8 @@ var compactSeeds = []string{
 	`{"kind":"context_compaction_failed","beforeTokens":9000,"afterTokens":4000,"message":"x"}`,
 	`{"kind":"subscription.session_notice","hostEpoch":"e1","subscriptionId":"s1","sequence":4,"sessionId":"0b6f1f7e-5a9e-4d3b-9a40-3f1c2b7d8e90","notice":{"kind":"model_retry","turnId":"1c6f1f7e-5a9e-4d3b-9a40-3f1c2b7d8e91","beforeTokens":0,"afterTokens":0,"message":"attempt 2/10 in 1.1 s: HTTP 500 Internal Server Error: <b>down</b>","attempt":2,"maxAttempts":10,"delayMs":1125}}`,
 	`{"kind":"subscription.session_notice","hostEpoch":"e1","subscriptionId":"s1","sequence":5,"sessionId":"0b6f1f7e-5a9e-4d3b-9a40-3f1c2b7d8e90","notice":{"kind":"model_failed","turnId":"1c6f1f7e-5a9e-4d3b-9a40-3f1c2b7d8e91","beforeTokens":0,"afterTokens":0,"message":"connection refused at http://127.0.0.1:9/v1"}}`,
+	`{"kind":"subscription.session_notice","hostEpoch":"e1","subscriptionId":"s1","sequence":6,"sessionId":"0b6f1f7e-5a9e-4d3b-9a40-3f1c2b7d8e90","notice":{"kind":"turn_usage","turnId":"1c6f1f7e-5a9e-4d3b-9a40-3f1c2b7d8e91","beforeTokens":0,"afterTokens":0,"message":"1.2k in · 34 out · tool_use","stopReason":"tool_use","final":false,"usage":{"inputTokens":1200,"outputTokens":34,"cacheReadTokens":1000,"reasoningTokens":10},"contextTokens":1234,"contextWindow":128000}}`,
+	`{"kind":"subscription.session_notice","hostEpoch":"e1","subscriptionId":"s1","sequence":7,"sessionId":"0b6f1f7e-5a9e-4d3b-9a40-3f1c2b7d8e90","notice":{"kind":"turn_usage","turnId":"1c6f1f7e-5a9e-4d3b-9a40-3f1c2b7d8e91","beforeTokens":0,"afterTokens":0,"message":"","stopReason":"cancelled","final":true}}`,
 }
 
 // compactValidCases are the shape examples of session.compact, the notice
@@ -25,6 +27,8 @@ func compactValidCases() []shCase {
 		{name: "notice frame on demand", in: `{"kind":"subscription.session_notice","hostEpoch":"e1","subscriptionId":"s1","sequence":1,"sessionId":"s-1","notice":{"kind":"context_compaction_failed","beforeTokens":9000,"afterTokens":4000,"message":"summary failed"}}`},
 		{name: "retry notice", in: compactSeeds[5]},
 		{name: "model failure notice", in: compactSeeds[6]},
+		{name: "step usage notice", in: compactSeeds[7]},
+		{name: "turn usage notice without usage", in: compactSeeds[8]},
 		{name: "notices on", op: OpSubscriptionNoticesSet, in: `{"subscriptionId":"sub-1","enabled":true}`},
 		{name: "notices off", op: OpSubscriptionNoticesSet, out: true, in: `{"subscriptionId":"sub-1","enabled":false}`},
 		{name: "context window", op: OpConnectionContextWindowSet,
@@ -100,6 +104,55 @@ func TestRetryNoticeFrame(t *testing.T) {
 		strings.Replace(compactSeeds[5], `,"delayMs":1125`, ``, 1),
 		strings.Replace(compactSeeds[5], `"delayMs":1125`, `"delayMs":-1`, 1),
 		strings.Replace(compactSeeds[6], `"message"`, `"attempt":2,"message"`, 1),
+	} {
+		if _, err := DecodeHostFrame(mustParse(t, bad)); err == nil {
+			t.Errorf("decoded %s", bad)
+		}
+	}
+}
+
+// A turn_usage notice round-trips with its usage, stop reason and context;
+// its members belong to turn_usage alone, and the stop reason of a step
+// and of a turn are each a closed set.
+func TestTurnUsageNoticeFrame(t *testing.T) {
+	f := NoticeFrame{HostEpoch: "e1", SubscriptionID: "s1", Sequence: 6, SessionID: "0b6f1f7e-5a9e-4d3b-9a40-3f1c2b7d8e90",
+		Notice: SessionNotice{Kind: NoticeTurnUsage, TurnID: "1c6f1f7e-5a9e-4d3b-9a40-3f1c2b7d8e91", Message: "m",
+			StopReason: StopReasonEndTurn, Final: true, HasUsage: true,
+			Usage:         TokenUsage{InputTokens: 12300, OutputTokens: 845, CacheReadTokens: 12000, ReasoningTokens: 40},
+			ContextTokens: 9000, ContextWindow: 128000}}
+	b, err := Marshal(f)
+	want := `"message":"m","stopReason":"end_turn","final":true,"usage":{"inputTokens":12300,"outputTokens":845,"cacheReadTokens":12000,"reasoningTokens":40},"contextTokens":9000,"contextWindow":128000}}`
+	if err != nil || !strings.HasSuffix(string(b), want) {
+		t.Fatalf("%s %v", b, err)
+	}
+	got, err := DecodeHostFrame(mustParse(t, string(b)))
+	if err != nil || got.(NoticeFrame) != f {
+		t.Fatalf("decoded %#v %v", got, err)
+	}
+	f.Notice.HasUsage, f.Notice.Usage, f.Notice.ContextTokens, f.Notice.ContextWindow = false, TokenUsage{}, 0, 0
+	if b, _ := Marshal(f); strings.Contains(string(b), "usage\":") || strings.Contains(string(b), "context") {
+		t.Fatalf("unknown usage encoded: %s", b)
+	}
+	c := SessionNotice{Kind: NoticeModelFailed, Message: "m", StopReason: StopReasonFailed, Final: true, HasUsage: true}
+	if b, _ := Marshal(c); strings.Contains(string(b), "stopReason") || strings.Contains(string(b), "usage") {
+		t.Fatalf("a model_failed notice carries usage members: %s", b)
+	}
+	step, turn := compactSeeds[7], compactSeeds[8]
+	for _, bad := range []string{
+		strings.Replace(step, `"stopReason":"tool_use"`, `"stopReason":"cancelled"`, 1),
+		strings.Replace(step, `"stopReason":"tool_use"`, `"stopReason":"stop"`, 1),
+		strings.Replace(turn, `"stopReason":"cancelled"`, `"stopReason":"tool_use"`, 1),
+		strings.Replace(step, `,"final":false`, ``, 1),
+		strings.Replace(step, `"stopReason":"tool_use",`, ``, 1),
+		strings.Replace(step, `"cacheReadTokens":1000`, `"cacheReadTokens":1201`, 1),
+		strings.Replace(step, `"reasoningTokens":10`, `"reasoningTokens":35`, 1),
+		strings.Replace(step, `"inputTokens":1200`, `"inputTokens":-1`, 1),
+		strings.Replace(step, `,"reasoningTokens":10`, ``, 1),
+		strings.Replace(step, `"reasoningTokens":10}`, `"reasoningTokens":10,"costUsd":1}`, 1),
+		strings.Replace(step, `"contextWindow":128000`, `"contextWindow":0`, 1),
+		strings.Replace(step, `"beforeTokens":0`, `"beforeTokens":5`, 1),
+		strings.Replace(compactSeeds[6], `"message"`, `"final":true,"message"`, 1),
+		strings.Replace(compactSeeds[5], `"message"`, `"stopReason":"end_turn","message"`, 1),
 	} {
 		if _, err := DecodeHostFrame(mustParse(t, bad)); err == nil {
 			t.Errorf("decoded %s", bad)

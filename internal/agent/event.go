@@ -30,8 +30,13 @@ const (
 	// ProviderFailure says, before the turn's outcome, that the model
 	// request failed for good; Text is what happened
 	// (model.Failure.Describe). Live only.
-	ProviderFailure  = "provider_failure"
-	TokenUsage       = "token_usage"
+	ProviderFailure = "provider_failure"
+	TokenUsage      = "token_usage"
+	// StepEnd says that a model step ended: Finish is the step's (its
+	// Usage the step's own), Calls the number of tool calls it asked
+	// for, Usage the turn's usage so far (nil when a step reported none).
+	// Live only.
+	StepEnd          = "step_end"
 	PermissionDenied = "permission_decision"
 	// SteeringMessageEvent records a steering message delivered to the
 	// turn; the Sink must make it durable before Emit returns.
@@ -73,7 +78,10 @@ type Event struct {
 	Content *protocol.MessageContent
 
 	Retry *model.RetryInfo // provider_retry
-	Usage *model.Usage     // token_usage
+	Usage *model.Usage     // token_usage, step_end
+
+	Finish *model.Finish // step_end
+	Calls  int           // step_end
 }
 
 // Decision records the permission decision of one tool call.

@@ -169,6 +169,7 @@ func (r *runner) run(ctx context.Context) Outcome {
 			return out
 		}
 		r.addUsage(fin.Usage)
+		r.stepEnd(ctx, fin, len(st.calls))
 		if len(st.calls) == 0 {
 			return r.finish(fin)
 		}
@@ -312,6 +313,17 @@ func (r *runner) addUsage(u *model.Usage) {
 	r.usage.OutputTokens += u.OutputTokens
 	r.usage.CacheReadTokens += u.CacheReadTokens
 	r.usage.ReasoningTokens += u.ReasoningTokens
+}
+
+// stepEnd emits the end of a step with the turn's usage so far.
+func (r *runner) stepEnd(ctx context.Context, fin model.Finish, calls int) {
+	ev := r.event(StepEnd)
+	ev.Finish, ev.Calls = &fin, calls
+	if r.usage != nil && !r.usageMissing {
+		u := *r.usage
+		ev.Usage = &u
+	}
+	_ = r.emit(ctx, ev) // live only, like a retry notice
 }
 
 // Stopped returns the cancelled outcome of a turn whose ctx ended: its

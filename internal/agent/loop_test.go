@@ -30,7 +30,7 @@ func TestTextOnlyTurn(t *testing.T) {
 	}, sink)
 
 	wantOutcome(t, out, agent.StatusCompleted, agent.StopEndTurn)
-	if got, want := sink.types(), []string{agent.TextDelta, agent.TextDelta, agent.TextDelta, agent.TextComplete, agent.TokenUsage}; !slices.Equal(got, want) {
+	if got, want := sink.types(), []string{agent.TextDelta, agent.TextDelta, agent.TextDelta, agent.TextComplete, agent.StepEnd, agent.TokenUsage}; !slices.Equal(got, want) {
 		t.Fatalf("events = %v, want %v", got, want)
 	}
 	evs := sink.events()
@@ -88,7 +88,7 @@ func TestThinkingIsFlushedBeforeText(t *testing.T) {
 	sink := &recSink{}
 	out := runTurn(t, testCtx(t), agent.Turn{Provider: p, Prompt: "hi"}, sink)
 	wantOutcome(t, out, agent.StatusCompleted, agent.StopEndTurn)
-	if got, want := sink.types(), []string{agent.ThinkingDelta, agent.ThinkingDelta, agent.ThinkingComplete, agent.TextComplete}; !slices.Equal(got, want) {
+	if got, want := sink.types(), []string{agent.ThinkingDelta, agent.ThinkingDelta, agent.ThinkingComplete, agent.TextComplete, agent.StepEnd}; !slices.Equal(got, want) {
 		t.Fatalf("events = %v, want %v", got, want)
 	}
 	evs := sink.events()
@@ -146,6 +146,14 @@ func TestUsageIsSummedAndOmittedWhenAStepLacksIt(t *testing.T) {
 			}
 			if len(got) != 1 || *got[0].Usage != *tc.want {
 				t.Fatalf("token_usage = %+v, want one of %+v", got, *tc.want)
+			}
+			// Each step's end carries the turn's usage so far, the
+			// step's own usage and finish, and its calls.
+			ends := sink.ofType(agent.StepEnd)
+			if len(ends) != 2 || *ends[0].Usage != *tc.first || *ends[1].Usage != *tc.want ||
+				ends[0].Calls != 1 || ends[1].Calls != 0 || ends[0].Finish.Reason != model.FinishToolCalls ||
+				ends[1].Finish.Reason != model.FinishStop || *ends[1].Finish.Usage != *tc.second {
+				t.Fatalf("step_end events %+v", ends)
 			}
 		})
 	}
@@ -412,7 +420,7 @@ func TestProviderRetryEvents(t *testing.T) {
 	sink := &recSink{}
 	out := runTurn(t, testCtx(t), agent.Turn{Provider: p, Prompt: "go", Step: opts}, sink)
 	wantOutcome(t, out, agent.StatusCompleted, agent.StopEndTurn)
-	if got, want := sink.types(), []string{agent.ProviderRetry, agent.ProviderRetry, agent.TextDelta, agent.TextComplete}; !slices.Equal(got, want) {
+	if got, want := sink.types(), []string{agent.ProviderRetry, agent.ProviderRetry, agent.TextDelta, agent.TextComplete, agent.StepEnd}; !slices.Equal(got, want) {
 		t.Fatalf("events = %v, want %v", got, want)
 	}
 	evs := sink.events()

@@ -117,8 +117,8 @@ func TestToolEventsBracketTheRun(t *testing.T) {
 	}, sink)
 	wantOutcome(t, out, agent.StatusCompleted, agent.StopEndTurn)
 
-	if !slices.Equal(seenAtRun, []string{agent.TextDelta, agent.TextComplete, agent.ToolStart}) {
-		t.Errorf("events recorded when the tool started: %v, want text then tool_start", seenAtRun)
+	if !slices.Equal(seenAtRun, []string{agent.TextDelta, agent.TextComplete, agent.StepEnd, agent.ToolStart}) {
+		t.Errorf("events recorded when the tool started: %v, want text, step_end then tool_start", seenAtRun)
 	}
 	if env.SessionID != "s1" || env.TurnID != "t1" || env.RunID != "r1" || env.ToolUseID != "c1" || env.Workspace != "/ws" {
 		t.Errorf("tool env = %+v", env)

@@ -178,6 +178,9 @@ func (c *Owner) execute(ctx context.Context, ar *activeRoot, a admission, begun 
 		return
 	}
 	failpoint.Hit(failpoint.TurnTerminal)
+	// The turn's usage and how it ended reach the subscribers that asked
+	// for notices before its terminal snapshot.
+	rec.publishUsage(turnStopReason(out), true, nil, out.Usage)
 	// The terminal transition publishes the new projection, the session's
 	// status included.
 	c.finishTransition(ar, nil)
@@ -244,6 +247,10 @@ func (c *Owner) runAgent(ctx context.Context, rec *recorder, a admission, sum pr
 		return agent.Outcome{Status: agent.StatusFailed, StopReason: agent.StopError, FailureClass: "model_unavailable", Message: err.Error()}
 	}
 	rec.model, rec.connection = resolved.Model, resolved.ConnectionSlug
+	rec.window = resolved.ContextWindow
+	if rec.window <= 0 {
+		rec.window = DefaultContextWindow
+	}
 	conv, err := c.replayConversation(ctx, a)
 	if out, stopped := agent.Stopped(ctx); stopped {
 		return out

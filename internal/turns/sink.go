@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+
 	"github.com/maka-agent/maka/internal/failpoint"
 	"sync"
 	"time"
@@ -36,11 +38,17 @@ type recorder struct {
 	model        string
 	connection   string
 	interactions *interactions.Run
+	// window is the model's context window in tokens (0: unresolved),
+	// for the turn_usage notices.
+	window int64
 
 	mu        sync.Mutex // orders seq assignment with writes
 	seq       int64
 	pending   []sessions.RunEvent // streamed text not yet written
 	lastFlush time.Time
+	// context is the conversation's size after the last step that
+	// reported usage (its input and output tokens).
+	context int64
 }
 
 func newRecorder(c *Owner, a admission) *recorder {
@@ -103,6 +111,10 @@ func (r *recorder) Emit(ctx context.Context, ev agent.Event) error {
 		if ev.Usage != nil {
 			return r.buffer(ctx, ev.TS, EventTokenUsage, ev.Usage)
 		}
+	case agent.StepEnd:
+		if ev.Finish != nil {
+			r.publishUsage(stepStopReason(*ev.Finish, ev.Calls), false, ev.Finish.Usage, ev.Usage)
+		}
 	case agent.PermissionDenied:
 		if ev.Decision != nil {
 			return r.buffer(ctx, ev.TS, EventPermissionDecision, struct {
@@ -127,6 +139,86 @@ func (r *recorder) Emit(ctx context.Context, ev agent.Event) error {
 			Message: noticeText(ev.Text)})
 	}
 	return nil
+}
+
+// publishUsage sends the turn_usage notice of a step's end (final false,
+// step is that step's usage) or of the turn's (final true): the turn's
+// usage so far (total; nil when unknown) and the stop reason.
+func (r *recorder) publishUsage(reason string, final bool, step, total *model.Usage) {
+	r.mu.Lock()
+	if step != nil {
+		r.context = step.InputTokens + step.OutputTokens
+	}
+	ctxTokens := r.context
+	r.mu.Unlock()
+	n := protocol.SessionNotice{Kind: protocol.NoticeTurnUsage, TurnID: r.a.TurnID, StopReason: reason, Final: final,
+		ContextTokens: max(ctxTokens, 0), ContextWindow: max(r.window, 0)}
+	if total != nil {
+		n.HasUsage = true
+		n.Usage = wireUsage(*total)
+	}
+	n.Message = noticeText(usageText(n))
+	r.c.cont.PublishNotice(r.a.SessionID, n)
+}
+
+// wireUsage is u within the notice's bounds: no negative count, cache
+// reads within the input and reasoning within the output.
+func wireUsage(u model.Usage) protocol.TokenUsage {
+	w := protocol.TokenUsage{InputTokens: max(u.InputTokens, 0), OutputTokens: max(u.OutputTokens, 0)}
+	w.CacheReadTokens = min(max(u.CacheReadTokens, 0), w.InputTokens)
+	w.ReasoningTokens = min(max(u.ReasoningTokens, 0), w.OutputTokens)
+	return w
+}
+
+// usageText is the one-line summary of a turn_usage notice:
+// "12300 in (12000 cached) · 845 out · end_turn".
+func usageText(n protocol.SessionNotice) string {
+	if !n.HasUsage {
+		return "usage unknown · " + n.StopReason
+	}
+	s := fmt.Sprintf("%d in", n.Usage.InputTokens)
+	if n.Usage.CacheReadTokens > 0 {
+		s += fmt.Sprintf(" (%d cached)", n.Usage.CacheReadTokens)
+	}
+	s += fmt.Sprintf(" · %d out", n.Usage.OutputTokens)
+	if n.Usage.ReasoningTokens > 0 {
+		s += fmt.Sprintf(" (%d reasoning)", n.Usage.ReasoningTokens)
+	}
+	return s + " · " + n.StopReason
+}
+
+// stepStopReason is the stop reason of a step that ended with fin and
+// asked for calls tool calls.
+func stepStopReason(fin model.Finish, calls int) string {
+	if calls > 0 {
+		return protocol.StopReasonToolUse
+	}
+	switch fin.Reason {
+	case model.FinishStop:
+		return protocol.StopReasonEndTurn
+	case model.FinishLength:
+		return protocol.StopReasonMaxTokens
+	case model.FinishContentFilter:
+		return protocol.StopReasonContentFilter
+	}
+	return protocol.StopReasonOther
+}
+
+// turnStopReason is the stop reason of a turn that ended with out.
+func turnStopReason(out agent.Outcome) string {
+	switch {
+	case out.Status == agent.StatusCancelled:
+		return protocol.StopReasonCancelled
+	case out.Status == agent.StatusFailed && out.FailureClass == agent.FailureContentFilter:
+		return protocol.StopReasonContentFilter
+	case out.Status == agent.StatusFailed:
+		return protocol.StopReasonFailed
+	case out.StopReason == agent.StopEndTurn:
+		return protocol.StopReasonEndTurn
+	case out.StopReason == agent.StopMaxTokens:
+		return protocol.StopReasonMaxTokens
+	}
+	return protocol.StopReasonOther
 }
 
 // retryNotice is the model_retry notice of a scheduled retry.
