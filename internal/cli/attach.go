@@ -323,7 +323,11 @@ func (a *attachment) turn(ctx context.Context, rt *protocol.TurnSnapshot) (int, 
 	case protocol.TurnCancelled:
 		code, msg = 1, "("+rt.AbortSource+")"
 	}
-	a.p.notef("── turn %s %s", rt.TurnID, strings.TrimSpace(string(rt.Status)+" "+msg))
+	line := strings.TrimSpace(string(rt.Status) + " " + msg)
+	if u := a.p.usageLine(rt.TurnID, ""); u != "" {
+		line += " · " + u
+	}
+	a.p.notef("── turn %s %s", rt.TurnID, line)
 	a.p.result(event{Type: "result", SessionID: a.sessionID, TurnID: rt.TurnID, RunID: rt.RunID, Status: string(rt.Status),
 		FailureClass: rt.FailureClass, AbortSource: rt.AbortSource, Message: msg, ExitCode: &code})
 	if a.exitAfterTurn && (a.waitTurn == "" || a.waitTurn == rt.TurnID) {

@@ -175,6 +175,7 @@ type runOptions struct {
 	thinking       string
 	allow, deny    []string
 	json           bool
+	usage          bool
 	timeout        string
 }
 
@@ -234,6 +235,7 @@ interrupted (Ctrl-C stops the turn first).`,
 	f.StringArrayVar(&o.allow, "allow", nil, "add a rule allowing matching tool calls to the session (repeatable)")
 	f.StringArrayVar(&o.deny, "deny", nil, "add a rule denying matching tool calls to the session (repeatable; wins over --allow)")
 	f.BoolVar(&o.json, "json", false, "write one JSON object per line: session, turn_started, text, thinking, tool_start, tool_result, interaction, retry, result")
+	f.BoolVar(&o.usage, "usage", false, "print the turn's token usage and stop reason on stderr when it ends (--json always has them in its result)")
 	f.StringVar(&o.timeout, "timeout", "", "stop the turn and exit 1 after this long (e.g. 90s, 5m; a plain number is seconds)")
 	cmd.MarkFlagsMutuallyExclusive("session", "continue")
 	_ = cmd.RegisterFlagCompletionFunc("permission-mode", cobra.FixedCompletions(
@@ -442,6 +444,7 @@ func runTurnCommand(cmd *cobra.Command, o runOptions, args []string) error {
 		defer cancel()
 	}
 	p := newPrinter(cmd.OutOrStdout(), cmd.ErrOrStderr(), o.json)
+	p.showUsage = o.usage
 	r := &turnRun{req: req, p: p}
 	defer func() {
 		if r.conn != nil {
@@ -578,6 +581,11 @@ func (r *turnRun) execute(ctx context.Context) (int, error) {
 // finish reports the terminal snapshot and returns the exit code.
 func (r *turnRun) finish(ctx context.Context, snap protocol.TurnSnapshot) int {
 	r.p.endText()
+	if r.p.showUsage {
+		if line := r.p.usageLine(snap.TurnID, snap.Status); line != "" {
+			r.p.notef("maka: %s", line)
+		}
+	}
 	switch snap.Status {
 	case protocol.TurnCompleted:
 		r.p.result(r.resultEvent(&snap, "", 0))
@@ -957,6 +965,11 @@ type event struct {
 	Attempt     int64  `json:"attempt,omitempty"`
 	MaxAttempts int64  `json:"maxAttempts,omitempty"`
 	DelayMs     *int64 `json:"delayMs,omitempty"`
+	// Usage is the turn's token usage and StopReason how it ended
+	// (end_turn, max_tokens, content_filter, cancelled, failed, other), on
+	// result; usage is absent when the provider did not report it.
+	Usage      *protocol.TokenUsage `json:"usage,omitempty"`
+	StopReason string               `json:"stopReason,omitempty"`
 }
 
 // toolOutputs reads a finished tool use's output from the session's
@@ -1009,6 +1022,13 @@ type printer struct {
 	// (model_failed, else the last model_retry notice), for the final
 	// explanation.
 	failure string
+	// usage is the token usage of usageTurn (nil: unknown) and
+	// stopReason how it ended, from its turn_usage notices.
+	usage      *protocol.TokenUsage
+	usageTurn  string
+	stopReason string
+	// showUsage prints the turn's usage on stderr at its end (text mode).
+	showUsage bool
 }
 
 type toolStart struct {
@@ -1040,12 +1060,61 @@ func (p *printer) emit(ev event) {
 	}
 }
 
-// result emits the final event (JSON mode only) with the turn's text.
+// result emits the final event (JSON mode only) with the turn's text,
+// usage and stop reason.
 func (p *printer) result(ev event) {
 	if ev.Text == "" {
 		ev.Text = p.text.String()
 	}
+	if ev.TurnID != "" && ev.TurnID == p.usageTurn {
+		ev.Usage = p.usage
+	}
+	ev.StopReason = p.turnStopReason(ev.TurnID, protocol.TurnStatus(ev.Status))
 	p.emit(ev)
+}
+
+// turnStopReason is how turnID ended: what its final turn_usage notice
+// said, else what its status says.
+func (p *printer) turnStopReason(turnID string, status protocol.TurnStatus) string {
+	if turnID != "" && turnID == p.usageTurn && p.stopReason != "" {
+		return p.stopReason
+	}
+	switch status {
+	case protocol.TurnCancelled:
+		return protocol.StopReasonCancelled
+	case protocol.TurnFailed:
+		return protocol.StopReasonFailed
+	}
+	return ""
+}
+
+// usageLine is the one-line summary of turnID's usage, "12.3k in · 845
+// out · end_turn", or "" when nothing is known.
+func (p *printer) usageLine(turnID string, status protocol.TurnStatus) string {
+	reason := p.turnStopReason(turnID, status)
+	var parts []string
+	if p.usage != nil && turnID == p.usageTurn {
+		parts = append(parts, compactTokens(p.usage.InputTokens)+" in")
+		if p.usage.CacheReadTokens > 0 {
+			parts[0] += " (" + compactTokens(p.usage.CacheReadTokens) + " cached)"
+		}
+		parts = append(parts, compactTokens(p.usage.OutputTokens)+" out")
+	}
+	if reason != "" {
+		parts = append(parts, reason)
+	}
+	return strings.Join(parts, " · ")
+}
+
+// compactTokens writes a token count as 845, 12.3k or 1.2M.
+func compactTokens(n int64) string {
+	switch {
+	case n < 1000:
+		return strconv.FormatInt(n, 10)
+	case n < 1_000_000:
+		return strconv.FormatFloat(float64(n)/1e3, 'f', 1, 64) + "k"
+	}
+	return strconv.FormatFloat(float64(n)/1e6, 'f', 1, 64) + "M"
 }
 
 // notef writes a line to stderr in text mode. When stdout is a terminal
@@ -1059,6 +1128,21 @@ func (p *printer) result(ev event) {
 // nothing: its message goes into the turn's final explanation.
 func (p *printer) notice(n protocol.SessionNotice) {
 	switch n.Kind {
+	case protocol.NoticeTurnUsage:
+		// Usage is not a notice of its own: the result event carries it
+		// (and, with --usage, a line at the turn's end).
+		if n.TurnID != p.usageTurn {
+			p.usageTurn, p.usage, p.stopReason = n.TurnID, nil, ""
+		}
+		p.usage = nil
+		if n.HasUsage {
+			u := n.Usage
+			p.usage = &u
+		}
+		if n.Final {
+			p.stopReason = n.StopReason
+		}
+		return
 	case protocol.NoticeModelFailed:
 		p.failure = n.Message
 		return
