@@ -319,3 +319,35 @@ func TestEndToEndCommandsChangeTheSession(t *testing.T) {
 	}
 	p.quit()
 }
+
+// TestEndToEndStatusLineShowsUsage runs a two-step turn against a real
+// host: while its Write call waits for approval the status line shows the
+// first step's usage and the context held; once the turn ends, the whole
+// turn's.
+func TestEndToEndStatusLineShowsUsage(t *testing.T) {
+	conn := runHost(t, `{"steps":[
+		{"events":[{"toolCall":{"id":"call_w","name":"Write","input":{"path":"n.txt","content":"x"}}}],
+		 "usage":{"input":12300,"output":845,"cacheRead":12000,"reasoning":100}},
+		{"events":[{"text":"Written."}],"usage":{"input":13400,"output":20}}]}`)
+	p := startProgram(t, Options{Conn: conn, Workspace: workspace(t), PermissionMode: "ask"})
+	p.press("write it")
+	p.press("\r")
+	status := func(s state) string { return strings.SplitN(s.view, "\n", 2)[0] }
+	s := p.obs.wait(t, "the prompt or the turn's end", func(s state) bool { return s.prompt != nil || s.turnStatus.Terminal() })
+	if s.prompt == nil {
+		p.quit()
+		t.Skip("the host decided the Write call without asking")
+	}
+	s = p.obs.wait(t, "the first step's usage", func(s state) bool { return strings.Contains(status(s), "12.3k in · 845 out") })
+	if !strings.Contains(status(s), "ctx 13.1k/128k") {
+		t.Fatalf("status line lacks the context held: %q", status(s))
+	}
+	p.press("y")
+	s = p.obs.wait(t, "the turn's usage", func(s state) bool {
+		return s.turnStatus == protocol.TurnCompleted && strings.Contains(status(s), "25.7k in · 865 out")
+	})
+	if !strings.Contains(status(s), "ctx 13.4k/128k") || strings.Contains(s.view, "end_turn") {
+		t.Fatalf("status line %q; view:\n%s", status(s), s.view)
+	}
+	p.quit()
+}

@@ -114,6 +114,9 @@ type model struct {
 	// hostNotice is the last session notice of the host (compaction,
 	// retries, …), shown in the status line.
 	hostNotice string
+	// usage is the last turn_usage notice of the session's latest turn
+	// (Kind empty: none yet), shown in the status line.
+	usage protocol.SessionNotice
 	// models is the connection catalog, once read; nextTarget and
 	// nextThinking are what /model and /thinking chose for new sessions.
 	models       *Models
@@ -311,6 +314,7 @@ func (m *model) attach(s protocol.SessionSummary, keep bool) tea.Cmd {
 	if !keep {
 		m.entries = nil
 		m.hostNotice = ""
+		m.usage = protocol.SessionNotice{}
 		m.seenTurn, m.seenTerminal = "", false
 		m.prompt = nil
 		m.answered = map[string]bool{}
@@ -329,6 +333,7 @@ func (m *model) detach() tea.Cmd {
 	m.session, m.perms, m.stream, m.snap = nil, nil, nil, nil
 	m.input.hist = m.hist.of("")
 	m.hostNotice = ""
+	m.usage = protocol.SessionNotice{}
 	m.tasks, m.taskCalls = nil, map[string]bool{}
 	m.attaching, m.loading = false, false
 	m.entries = nil
@@ -425,6 +430,11 @@ func (m *model) onFrame(msg frameMsg) tea.Cmd {
 		cmd = m.onTaskToolEvent(f.Event)
 	case protocol.NoticeFrame:
 		n := f.Notice
+		if n.Kind == protocol.NoticeTurnUsage {
+			// Not a notice of its own: the status line shows it.
+			m.usage = n
+			break
+		}
 		m.hostNotice = firstLine(sanitize(n.Message))
 		if n.Kind == protocol.NoticeContextCompacted && n.BeforeTokens > 0 {
 			m.note(false, fmt.Sprintf("context compacted (%d → %d tokens)", n.BeforeTokens, n.AfterTokens), "")

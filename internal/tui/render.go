@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/charmbracelet/lipgloss"
@@ -280,6 +281,9 @@ func (m *model) statusView() string {
 	case rt != nil:
 		right = append(right, "turn "+string(rt.Status))
 	}
+	if u := usageView(m.usage); u != "" {
+		right = append(right, u)
+	}
 	if m.hostNotice != "" {
 		right = append(right, truncateWidth(m.hostNotice, max(m.width/2, 20)))
 	}
@@ -293,6 +297,31 @@ func (m *model) statusView() string {
 	gap := max(m.width-lipgloss.Width(l)-lipgloss.Width(r), 0)
 	line := truncateWidth(l+strings.Repeat(" ", gap)+r, m.width)
 	return m.look.status.Width(m.width).Render(line)
+}
+
+// usageView is the status line's token usage of the latest turn, "12.3k
+// in · 845 out", and what the conversation holds against the model's
+// context window, "ctx 9.1k/128k"; "" before any usage is known.
+func usageView(n protocol.SessionNotice) string {
+	var parts []string
+	if n.HasUsage {
+		parts = append(parts, compactTokens(n.Usage.InputTokens)+" in", compactTokens(n.Usage.OutputTokens)+" out")
+	}
+	if n.ContextTokens > 0 && n.ContextWindow > 0 {
+		parts = append(parts, "ctx "+compactTokens(n.ContextTokens)+"/"+compactTokens(n.ContextWindow))
+	}
+	return strings.Join(parts, " · ")
+}
+
+// compactTokens writes a token count as 845, 12.3k, 128k or 1.2M.
+func compactTokens(n int64) string {
+	switch {
+	case n < 1000:
+		return strconv.FormatInt(n, 10)
+	case n < 1_000_000:
+		return strings.TrimSuffix(strconv.FormatFloat(float64(n)/1e3, 'f', 1, 64), ".0") + "k"
+	}
+	return strings.TrimSuffix(strconv.FormatFloat(float64(n)/1e6, 'f', 1, 64), ".0") + "M"
 }
 
 // shortPath shortens a workspace path: the home directory as ~, and only
