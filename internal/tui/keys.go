@@ -72,6 +72,9 @@ func (m *model) handleKey(k tea.KeyMsg) tea.Cmd {
 	if m.prompt != nil {
 		return m.promptKey(k)
 	}
+	if m.offer != nil {
+		return m.offerKey(k)
+	}
 	if k.String() == "?" && m.input.Value() == "" {
 		m.help = true
 		return nil

@@ -123,6 +123,10 @@ type model struct {
 	nextTarget   *ModelChoice
 	nextThinking string
 	compacting   bool
+	// offer is a found local model server offered as a connection;
+	// offerAsked is set once the probe ran (it runs once).
+	offer      *offer
+	offerAsked bool
 }
 
 // newModel returns the model of a program over be; its commands run with
@@ -228,8 +232,13 @@ func (m *model) update(msg tea.Msg) tea.Cmd {
 	case modelsMsg:
 		if msg.err == nil {
 			m.models = &msg.models
+			return m.findServers(msg.models)
 		}
 		return nil
+	case serversFoundMsg:
+		return m.onServersFound(msg)
+	case serverAddedMsg:
+		return m.onServerAdded(msg)
 	case permsSetMsg:
 		return m.onPermsSet(msg)
 	case compactedMsg:

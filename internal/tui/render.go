@@ -387,6 +387,9 @@ func (m *model) queueView() string {
 // cardView renders the pending prompt as a card.
 func (m *model) cardView() string {
 	if m.prompt == nil {
+		if m.offer != nil {
+			return m.offerView()
+		}
 		return ""
 	}
 	title, lines, keys := m.promptLines()

@@ -50,6 +50,12 @@ type Options struct {
 	MarkdownStyle string
 	// Inline draws in the normal screen instead of the alternate screen.
 	Inline bool
+	// LocalServers, when set with AddLocalServer, looks for local model
+	// servers; when the catalog has no connection the first one found is
+	// offered as a choice, and AddLocalServer adds it (as 'maka
+	// connection add' would, the model becoming the default) on accept.
+	LocalServers   func(ctx context.Context) []LocalServer
+	AddLocalServer func(ctx context.Context, s LocalServer, model string) error
 
 	// observe, when set, sees the state after every update (tests).
 	observe func(state)
