@@ -485,37 +485,10 @@ func connectionAdd(cmd *cobra.Command, o connectionAddOptions, args []string) er
 			}
 		}
 	}
-	var created protocol.CatalogConnectionCommitted
-	var hadDefault bool
-	for attempt := 0; ; attempt++ {
-		cat, err := readCatalog(ctx, conn)
-		if err != nil {
-			return callError(ctx, "cannot read the connection catalog", err)
-		}
-		if cat.bySlug(slug) != nil {
-			return exitf(1, "a connection named %s exists; remove it first ('maka connection remove %s%s') or give another name: maka connection add NAME ...", slug, slug, hint)
-		}
-		hadDefault = cat.DefaultTarget != nil
-		res, err := conn.CreateConnection(ctx, protocol.CatalogCreateInput{
-			ExpectedCatalogRevision: cat.Revision,
-			Connection: protocol.ConnectionDraft{Slug: slug, Name: name, ProviderType: o.provider, BaseURL: baseURL,
-				Enabled: true, EnabledModelIDs: o.models},
-		})
-		if err != nil {
-			return callError(ctx, "cannot add the connection", err)
-		}
-		switch r := res.(type) {
-		case protocol.CatalogConnectionCommitted:
-			created = r
-		case protocol.ConnectionExists:
-			return exitf(1, "a connection named %s exists; remove it first ('maka connection remove %s%s') or give another name", r.Slug, r.Slug, hint)
-		default:
-			if attempt+1 < catalogReadAttempts {
-				continue // the catalog changed meanwhile
-			}
-			return exitf(1, "the connection catalog keeps changing; try again")
-		}
-		break
+	created, hadDefault, err := createConnection(ctx, conn, protocol.ConnectionDraft{Slug: slug, Name: name, ProviderType: o.provider,
+		BaseURL: baseURL, Enabled: true, EnabledModelIDs: o.models}, hint)
+	if err != nil {
+		return err
 	}
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "added connection %s (%s, models %s)\n", slug, o.provider, strings.Join(o.models, ", "))
@@ -546,6 +519,35 @@ func connectionAdd(cmd *cobra.Command, o connectionAddOptions, args []string) er
 		fmt.Fprintf(out, "default model: %s %s\n", slug, o.models[0])
 	}
 	return nil
+}
+
+// createConnection adds draft to the catalog (retrying while the catalog
+// changes) and reports whether a default target was set before.
+func createConnection(ctx context.Context, conn *client.Conn, draft protocol.ConnectionDraft, hint string) (protocol.CatalogConnectionCommitted, bool, error) {
+	slug := draft.Slug
+	for attempt := 0; ; attempt++ {
+		cat, err := readCatalog(ctx, conn)
+		if err != nil {
+			return protocol.CatalogConnectionCommitted{}, false, callError(ctx, "cannot read the connection catalog", err)
+		}
+		if cat.bySlug(slug) != nil {
+			return protocol.CatalogConnectionCommitted{}, false, exitf(1, "a connection named %s exists; remove it first ('maka connection remove %s%s') or give another name: maka connection add NAME ...", slug, slug, hint)
+		}
+		hadDefault := cat.DefaultTarget != nil
+		res, err := conn.CreateConnection(ctx, protocol.CatalogCreateInput{ExpectedCatalogRevision: cat.Revision, Connection: draft})
+		if err != nil {
+			return protocol.CatalogConnectionCommitted{}, false, callError(ctx, "cannot add the connection", err)
+		}
+		switch r := res.(type) {
+		case protocol.CatalogConnectionCommitted:
+			return r, hadDefault, nil
+		case protocol.ConnectionExists:
+			return protocol.CatalogConnectionCommitted{}, false, exitf(1, "a connection named %s exists; remove it first ('maka connection remove %s%s') or give another name", r.Slug, r.Slug, hint)
+		}
+		if attempt+1 >= catalogReadAttempts {
+			return protocol.CatalogConnectionCommitted{}, false, exitf(1, "the connection catalog keeps changing; try again")
+		}
+	}
 }
 
 // setDefault makes connectionID/modelID the default target.

@@ -10,6 +10,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/maka-agent/maka/client"
+	"github.com/maka-agent/maka/internal/tui"
+	"github.com/maka-agent/maka/protocol"
 )
 
 // Model discovery: 'maka connection add' asks the server which models it
@@ -132,17 +136,59 @@ func discoverLocal(ctx context.Context, candidates []localServer) []localServer 
 	return out
 }
 
+// slug is the connection name a found server is added as.
+func (s localServer) slug() string {
+	if s.Provider == "openai-compatible" {
+		return "local"
+	}
+	return s.Provider
+}
+
 // addCommand is the exact 'maka connection add' line for a found server.
 func (s localServer) addCommand(rootHint string) string {
-	slug := s.Provider
-	if slug == "openai-compatible" {
-		slug = "local"
-	}
-	line := "maka connection add " + slug + rootHint + " --provider " + s.Provider
+	line := "maka connection add " + s.slug() + rootHint + " --provider " + s.Provider
 	if s.Provider == "openai-compatible" {
 		line += " --base-url " + s.BaseURL
 	}
 	return line + " --model " + s.Models[0] + " --no-key"
+}
+
+// addLocalServer adds a found server as a keyless connection with modelID,
+// as its addCommand line would, and makes modelID the default target when
+// none is set.
+func addLocalServer(ctx context.Context, conn *client.Conn, s localServer, modelID, rootHint string) error {
+	baseURL, err := protocol.NormalizeConnectionBaseURL(s.BaseURL, s.Provider)
+	if err != nil {
+		return err
+	}
+	if s.Provider != "openai-compatible" {
+		baseURL = "" // the provider's default, as the add line leaves it
+	}
+	created, hadDefault, err := createConnection(ctx, conn, protocol.ConnectionDraft{Slug: s.slug(), Name: s.slug(),
+		ProviderType: s.Provider, BaseURL: baseURL, Enabled: true, EnabledModelIDs: []string{modelID}}, rootHint)
+	if err != nil {
+		return err
+	}
+	if !hadDefault {
+		return setDefault(ctx, conn, created.Connection.ConnectionID, modelID)
+	}
+	return nil
+}
+
+// tuiLocalServers adapts discovery to the terminal UI's offer.
+func tuiLocalServers(rootHint string) (func(context.Context) []tui.LocalServer, func(context.Context, *client.Conn, tui.LocalServer, string) error) {
+	find := func(ctx context.Context) []tui.LocalServer {
+		var out []tui.LocalServer
+		for _, s := range discoverLocal(ctx, localCandidates) {
+			out = append(out, tui.LocalServer{Name: s.Name, Slug: s.slug(), Provider: s.Provider, BaseURL: s.BaseURL,
+				Models: s.Models, AddCommand: s.addCommand(rootHint)})
+		}
+		return out
+	}
+	add := func(ctx context.Context, conn *client.Conn, s tui.LocalServer, modelID string) error {
+		return addLocalServer(ctx, conn, localServer{Name: s.Name, Provider: s.Provider, BaseURL: s.BaseURL, Models: s.Models}, modelID, rootHint)
+	}
+	return find, add
 }
 
 // modelNote says how model relates to the ids a server lists ("" when it

@@ -3,8 +3,13 @@ package cli
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/maka-agent/maka/internal/domain"
+	"github.com/maka-agent/maka/internal/domaintest"
 	"github.com/maka-agent/maka/internal/modeltest"
+	"github.com/maka-agent/maka/internal/tui"
+	"github.com/maka-agent/maka/protocol"
 )
 
 // With no connection, a run finds a local model server on loopback and
@@ -24,5 +29,37 @@ func TestDiscoverLocalOffersTheServerItFinds(t *testing.T) {
 	want := "maka connection add local --root /r --provider openai-compatible --base-url " + srv.BaseURL() + " --model qwen3 --no-key"
 	if got := found[0].addCommand(" --root /r"); got != want {
 		t.Fatalf("add line %q, want %q", got, want)
+	}
+}
+
+// The terminal UI's offer adds a found server through the host as its
+// 'maka connection add' line would: a keyless connection named as the
+// line names it, with the chosen model as the default target; the probe
+// reports the same line.
+func TestTUIOfferAddsTheFoundServer(t *testing.T) {
+	srv := modeltest.New(t, func(*modeltest.Request) modeltest.Reply { return modeltest.Reply{} })
+	srv.SetModels("qwen3", "llama3")
+	conn := domaintest.Start(t, "", domain.Options{}).Connect(t, protocol.SurfaceTUI, 10*time.Second)
+	_, add := tuiLocalServers(" --root /r")
+	s := tui.LocalServer{Name: "a llama.cpp server", Slug: "local", Provider: "openai-compatible", BaseURL: srv.BaseURL(),
+		Models: []string{"qwen3", "llama3"}}
+	if err := add(t.Context(), conn, s, "llama3"); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := readCatalog(t.Context(), conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cat.bySlug("local")
+	if c == nil || c.ProviderType != "openai-compatible" || c.BaseURL != srv.BaseURL() || !c.Enabled ||
+		strings.Join(c.EnabledModelIDs, ",") != "llama3" {
+		t.Fatalf("catalog %+v", cat)
+	}
+	if d := cat.DefaultTarget; d == nil || d.ConnectionID != c.ConnectionID || d.ModelID != "llama3" {
+		t.Fatalf("default target %+v", cat.DefaultTarget)
+	}
+	// A second add of the same server is refused, as 'connection add' is.
+	if err := add(t.Context(), conn, s, "qwen3"); err == nil || !strings.Contains(err.Error(), "a connection named local exists") {
+		t.Fatalf("second add: %v", err)
 	}
 }

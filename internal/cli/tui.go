@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -59,9 +60,12 @@ func attachTUI(root *cobra.Command) {
 			return err
 		}
 		defer conn.Close()
+		find, add := tuiLocalServers(o.host.rootHint())
 		if err := tui.Run(cmd.Context(), tui.Options{
 			Conn: conn, RootPath: root, Workspace: workspace, ResumeSessionID: o.resume,
 			PermissionMode: o.permissionMode, In: cmd.InOrStdin(), Out: cmd.OutOrStdout(),
+			LocalServers:   find,
+			AddLocalServer: func(ctx context.Context, s tui.LocalServer, model string) error { return add(ctx, conn, s, model) },
 		}); err != nil {
 			return exitf(1, "%v", err)
 		}
