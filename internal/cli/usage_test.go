@@ -83,3 +83,21 @@ func TestRunFailedTurnStopReason(t *testing.T) {
 		t.Fatalf("run --json = %d, result %v; want stopReason failed without usage", j.code, last)
 	}
 }
+
+// maka attach ends a followed turn's line with its usage and stop reason.
+func TestAttachShowsUsage(t *testing.T) {
+	srv := usageModel(t)
+	s := newSandbox(t)
+	root := spawnedRoot(t)
+	addFakeConnection(t, s, root, srv.BaseURL(), "sk-test")
+	first := s.run("run", "--root", root, "--json", "one")
+	sessionID, _ := parseEvents(t, first.stdout)[0]["sessionId"].(string)
+	att := s.startLines("attach", sessionID, "--root", root, "--exit-after-turn")
+	waitStderr(t, att, "attached to session "+sessionID)
+	if r := s.run("run", "--root", root, "--session", sessionID, "two"); r.code != 0 {
+		t.Fatalf("run = %d %q", r.code, r.stderr)
+	}
+	if _, code := att.rest(t); code != 0 || !strings.Contains(att.stderrText(), " completed · 12.5k in · 845 out · end_turn\n") {
+		t.Fatalf("attach = %d; stderr lacks the usage:\n%s", code, att.stderrText())
+	}
+}
