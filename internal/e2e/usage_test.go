@@ -61,8 +61,8 @@ func TestTurnUsageNoticesEndToEnd(t *testing.T) {
 	if terms := terminals(frames[lastUsage+1:], "t1"); len(terms) == 0 {
 		t.Errorf("the turn's usage notice came after its terminal projection")
 	}
-	if n := noticesOf(plain.snapshot()); len(n) != 0 {
-		t.Fatalf("a v0 subscriber got notices %+v", n)
+	if n := noticeFrames(plain.snapshot()); n != 0 {
+		t.Fatalf("a v0 subscriber got %d notices", n)
 	}
 }
 
@@ -96,9 +96,9 @@ func TestTurnUsageNoticeOfAStoppedTurn(t *testing.T) {
 	}
 	frames := w.untilTerminal(t, "t1")
 	var last protocol.SessionNotice
-	for _, n := range noticesOf(frames) {
-		if n.Kind == protocol.NoticeTurnUsage {
-			last = n
+	for _, f := range frames {
+		if n, ok := f.(protocol.NoticeFrame); ok && n.Notice.Kind == protocol.NoticeTurnUsage {
+			last = n.Notice
 		}
 	}
 	if !last.Final || last.StopReason != protocol.StopReasonCancelled || !last.HasUsage ||
