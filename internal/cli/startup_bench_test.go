@@ -19,12 +19,24 @@ import (
 // MAKA_BENCH_BIN runs another maka build instead of this checkout's (for a
 // before/after comparison built the same way, with go build).
 
-// benchMaka is the maka binary the start-up benchmarks run.
-func benchMaka() string {
-	if p := os.Getenv("MAKA_BENCH_BIN"); p != "" {
-		return p
+// benchMaka is the maka binary the start-up benchmarks run, written back
+// to disk first: a just-built executable's dirty page-cache pages are not
+// those of an installed one (see "Memory" in docs/benchmarks.md).
+func benchMaka(b *testing.B) string {
+	b.Helper()
+	p := makaBin
+	if env := os.Getenv("MAKA_BENCH_BIN"); env != "" {
+		p = env
 	}
-	return makaBin
+	f, err := os.Open(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	return p
 }
 
 // runSample is one finished `maka run`: its wall time, from start to exit,
@@ -34,9 +46,9 @@ type runSample struct {
 	maxRSS int64 // bytes
 }
 
-func runOnce(b *testing.B, env []string, args ...string) runSample {
+func runOnce(b *testing.B, bin string, env []string, args ...string) runSample {
 	b.Helper()
-	cmd := exec.Command(benchMaka(), args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = env
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -81,16 +93,16 @@ func benchScript(b *testing.B) string {
 // turn) against a host that is already up: the whole process, start to
 // exit, and its peak RSS.
 func BenchmarkRunWarm(b *testing.B) {
-	script := benchScript(b)
+	bin, script := benchMaka(b), benchScript(b)
 	env := append(os.Environ(), "XDG_CONFIG_HOME="+b.TempDir())
 	root := filepath.Join(b.TempDir(), "root")
 	// The first run starts the host; it stays up for the benchmark.
-	runOnce(b, env, "run", "--root", root, "--host-arg=--model-script="+script, "--host-arg=--idle-grace=2m", "ping")
+	runOnce(b, bin, env, "run", "--root", root, "--host-arg=--model-script="+script, "--host-arg=--idle-grace=2m", "ping")
 	b.Cleanup(func() { stopBenchHost(b, root) })
 	samples := make([]runSample, 0, b.N)
 	b.ResetTimer()
 	for range b.N {
-		samples = append(samples, runOnce(b, env, "run", "--root", root, "ping"))
+		samples = append(samples, runOnce(b, bin, env, "run", "--root", root, "ping"))
 	}
 	b.StopTimer()
 	reportRuns(b, samples)
@@ -100,13 +112,13 @@ func BenchmarkRunWarm(b *testing.B) {
 // the process starts the host, runs the turn and exits. Every iteration
 // uses a fresh root and stops its host afterwards.
 func BenchmarkRunCold(b *testing.B) {
-	script := benchScript(b)
+	bin, script := benchMaka(b), benchScript(b)
 	env := append(os.Environ(), "XDG_CONFIG_HOME="+b.TempDir())
 	samples := make([]runSample, 0, b.N)
 	b.ResetTimer()
 	for range b.N {
 		root := filepath.Join(b.TempDir(), "root")
-		samples = append(samples, runOnce(b, env, "run", "--root", root, "--host-arg=--model-script="+script, "--host-arg=--idle-grace=10s", "ping"))
+		samples = append(samples, runOnce(b, bin, env, "run", "--root", root, "--host-arg=--model-script="+script, "--host-arg=--idle-grace=10s", "ping"))
 		b.StopTimer()
 		stopBenchHost(b, root)
 		b.StartTimer()
