@@ -3,6 +3,7 @@ package protocol
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // This file owns the MCP extension operations of docs/protocol.md:
@@ -49,15 +50,15 @@ const (
 var (
 	// mcpServerNamePattern: a server name becomes part of tool names
 	// (mcp__<server>__<tool>), so it holds no "__" either.
-	mcpServerNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$`)
-	mcpEnvNamePattern    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-	mcpHeaderNamePattern = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$")
-	mcpToolNamePattern   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	mcpServerNamePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$`) })
+	mcpEnvNamePattern    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`) })
+	mcpHeaderNamePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$") })
+	mcpToolNamePattern   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) })
 )
 
 // ValidMCPServerName reports whether name may name an MCP server.
 func ValidMCPServerName(name string) bool {
-	return mcpServerNamePattern.MatchString(name) && !strings.Contains(name, "__") && !strings.HasSuffix(name, "_")
+	return mcpServerNamePattern().MatchString(name) && !strings.Contains(name, "__") && !strings.HasSuffix(name, "_")
 }
 
 // MCPPair is an environment variable or an HTTP header of a server, with
@@ -167,7 +168,7 @@ func init() {
 
 func decodeMCPServerName(d *D, o Obj, key string) string {
 	v, p := o.Get(key)
-	name := d.Pattern(v, p, mcpServerNamePattern)
+	name := d.Pattern(v, p, mcpServerNamePattern())
 	if !d.Failed() && strings.Contains(name, "__") {
 		d.Fail(p, `a server name holds no "__"`)
 	}
@@ -272,7 +273,7 @@ func decodeMCPServersSetInput(d *D, v Value) any {
 			in.Cwd = decodeMCPCwd(d, o, "cwd")
 		}
 		if o.Has("env") {
-			in.Env = decodeMCPPairs(d, o, "env", mcpEnvNamePattern, false)
+			in.Env = decodeMCPPairs(d, o, "env", mcpEnvNamePattern(), false)
 		}
 	case MCPTransportHTTP:
 		if o.Has("command") || o.Has("args") || o.Has("cwd") || o.Has("env") {
@@ -281,7 +282,7 @@ func decodeMCPServersSetInput(d *D, v Value) any {
 		}
 		in.URL = decodeMCPURL(d, o, "url")
 		if o.Has("headers") {
-			in.Headers = decodeMCPPairs(d, o, "headers", mcpHeaderNamePattern, true)
+			in.Headers = decodeMCPPairs(d, o, "headers", mcpHeaderNamePattern(), true)
 		}
 	}
 	return in
@@ -350,8 +351,8 @@ func decodeMCPServer(d *D, v Value, path string) MCPServer {
 		}
 	}
 	s.Args = decodeMCPArgs(d, o, "args", 0)
-	s.EnvNames = decodeMCPNames(d, o, "envNames", mcpEnvNamePattern)
-	s.HeaderNames = decodeMCPNames(d, o, "headerNames", mcpHeaderNamePattern)
+	s.EnvNames = decodeMCPNames(d, o, "envNames", mcpEnvNamePattern())
+	s.HeaderNames = decodeMCPNames(d, o, "headerNames", mcpHeaderNamePattern())
 	s.State = o.Enum("state", MCPStateNotStarted, MCPStateRunning, MCPStateFailed)
 	if o.Has("reason") {
 		s.Reason = o.StringBytes("reason", 1, MCPReasonMaxBytes)
@@ -363,7 +364,7 @@ func decodeMCPServer(d *D, v Value, path string) MCPServer {
 	for i, item := range items {
 		to := d.Closed(item, Index(tp, i), []string{"name"}, []string{"description", "readOnlyHint"})
 		nv, np := to.Get("name")
-		t := MCPTool{Name: d.Pattern(nv, np, mcpToolNamePattern)}
+		t := MCPTool{Name: d.Pattern(nv, np, mcpToolNamePattern())}
 		if to.Has("description") {
 			t.Description = to.StringBytes("description", 1, MCPToolDescriptionMaxBytes)
 		}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"regexp"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/maka-agent/maka/internal/wireredact"
@@ -249,24 +250,26 @@ func DecodeTask(v Value) (Task, error) {
 }
 
 var (
-	taskRevisionPattern = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
-	safeTaskIDPattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$`)
-	taskKeyPattern      = regexp.MustCompile(`^T[1-9][0-9]*(?:\.[1-9][0-9]*)*$`)
+	taskRevisionPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^sha256:[a-f0-9]{64}$`) })
+	safeTaskIDPattern   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$`) })
+	taskKeyPattern      = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^T[1-9][0-9]*(?:\.[1-9][0-9]*)*$`) })
 	// taskLedgerTag matches the ledger markup the projection strips; the
 	// letters are folded by hand because only ASCII case folds in the
 	// original's (non-Unicode) regular expression.
-	taskLedgerTag = regexp.MustCompile(`</?[Tt][Aa][Ss][Kk]-[Ll][Ee][Dd][Gg][Ee][Rr][^\n>]*>`)
+	taskLedgerTag = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`</?[Tt][Aa][Ss][Kk]-[Ll][Ee][Dd][Gg][Ee][Rr][^\n>]*>`)
+	})
 )
 
 // IsSafeTaskID reports whether s is a safe task id: a stable token that
 // internal/wireredact finds no secret in.
 func IsSafeTaskID(s string) bool {
-	return safeTaskIDPattern.MatchString(s) && !wireredact.Contains(s)
+	return safeTaskIDPattern().MatchString(s) && !wireredact.Contains(s)
 }
 
 // IsTaskKey reports whether s is a task key such as T1 or T3.2.
 func IsTaskKey(s string) bool {
-	return len(s) <= TaskKeyMaxLen && taskKeyPattern.MatchString(s)
+	return len(s) <= TaskKeyMaxLen && taskKeyPattern().MatchString(s)
 }
 
 // IsCanonicalTaskText reports whether the task projection would leave s
@@ -287,12 +290,12 @@ func IsCanonicalTaskText(s string) bool {
 	if prevSpace && s != "" {
 		return false // trailing space
 	}
-	return norm.NFC.IsNormalString(s) && !taskLedgerTag.MatchString(s) && !wireredact.Contains(s)
+	return norm.NFC.IsNormalString(s) && !taskLedgerTag().MatchString(s) && !wireredact.Contains(s)
 }
 
 func decodeTaskRevision(o Obj, key string) string {
 	v, p := o.Get(key)
-	return o.d.Pattern(v, p, taskRevisionPattern)
+	return o.d.Pattern(v, p, taskRevisionPattern())
 }
 
 func decodeSafeTaskID(o Obj, key string) string {

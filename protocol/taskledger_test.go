@@ -220,7 +220,7 @@ func TestTaskLedgerRevision(t *testing.T) {
 	if want := "sha256:" + hex.EncodeToString(sum[:]); got != want {
 		t.Fatalf("TaskLedgerRevision = %s, want %s", got, want)
 	}
-	if !taskRevisionPattern.MatchString(got) {
+	if !taskRevisionPattern().MatchString(got) {
 		t.Fatalf("%s is not a TaskLedgerRevision", got)
 	}
 	tasks[0].Subject = "Write it"

@@ -3,6 +3,7 @@ package protocol
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // This file owns the MessageContent and TurnSnapshot shapes of protocol v0
@@ -256,7 +257,7 @@ func isRelPath(s string) bool {
 	return true
 }
 
-var uncPath = regexp.MustCompile(`^\\\\[^\\/]+[\\/][^\\/]+`)
+var uncPath = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\\\\[^\\/]+[\\/][^\\/]+`) })
 
 // isAbsPath reports whether s is an AbsPath: no NUL, and a POSIX root, a
 // drive root or a UNC share.
@@ -269,7 +270,7 @@ func isAbsPath(s string) bool {
 	case hasDrivePrefix(s) && len(s) > 2 && (s[2] == '/' || s[2] == '\\'):
 		return true
 	}
-	return uncPath.MatchString(s)
+	return uncPath().MatchString(s)
 }
 
 func hasDrivePrefix(s string) bool {

@@ -10,6 +10,7 @@ package bashcategory
 import (
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -148,52 +149,62 @@ var bashPrivilegedPrefixes = []string{
 
 // bashPrivilegedPatternsCI are PowerShell / cmd.exe equivalents of the
 // privileged prefixes, matched case-insensitively (against bashASCIILower).
-var bashPrivilegedPatternsCI = []*regexp.Regexp{
-	bashRegexp(`^(kill|stop-process|spps|taskkill)\b`),
-	bashRegexp(`(^|\s)-verb\s+runas\b`),
-	bashRegexp(`^((start|stop|restart|set|new|remove|suspend|resume)-service|sasv|spsv)\b`),
-	bashRegexp(`^sc\s+(stop|start|pause|continue|delete|config|create|failure|sdset)\b`),
-	bashRegexp(`^net\s+(stop|start|pause|continue)\b`),
-	bashRegexp(`^(stop-computer|restart-computer)\b`),
-	bashRegexp(`^(icacls|takeown|set-acl|runas)\b`),
-}
+var bashPrivilegedPatternsCI = sync.OnceValue(func() []*regexp.Regexp {
+	return []*regexp.Regexp{
+		bashRegexp(`^(kill|stop-process|spps|taskkill)\b`),
+		bashRegexp(`(^|\s)-verb\s+runas\b`),
+		bashRegexp(`^((start|stop|restart|set|new|remove|suspend|resume)-service|sasv|spsv)\b`),
+		bashRegexp(`^sc\s+(stop|start|pause|continue|delete|config|create|failure|sdset)\b`),
+		bashRegexp(`^net\s+(stop|start|pause|continue)\b`),
+		bashRegexp(`^(stop-computer|restart-computer)\b`),
+		bashRegexp(`^(icacls|takeown|set-acl|runas)\b`),
+	}
+})
 
 // bashFSPatterns are irreversible filesystem operations, anchored at the
 // start of a statement segment.
-var bashFSPatterns = []*regexp.Regexp{
-	bashRegexp(`^dd\s+`),
-	bashRegexp(`^truncate\b`),
-	bashRegexp(`^shred\b`),
-	bashRegexp(`^mkfs\b`),
-	bashRegexp(`^git\s+restore\s+(\.\s*$|--\s+\S+)`),
-	bashRegexp(`^git\s+checkout\s+--\s+\S+`),
-	bashRegexp(`^find\s+.*\s-delete\b`),
-	bashRegexp(`^find\s+.*\s-exec\s+.*\b(rm|shred|truncate|dd)\b`),
-	bashRegexp(`^xargs\s+.*\b(rm|shred|truncate|dd)\b`),
-}
+var bashFSPatterns = sync.OnceValue(func() []*regexp.Regexp {
+	return []*regexp.Regexp{
+		bashRegexp(`^dd\s+`),
+		bashRegexp(`^truncate\b`),
+		bashRegexp(`^shred\b`),
+		bashRegexp(`^mkfs\b`),
+		bashRegexp(`^git\s+restore\s+(\.\s*$|--\s+\S+)`),
+		bashRegexp(`^git\s+checkout\s+--\s+\S+`),
+		bashRegexp(`^find\s+.*\s-delete\b`),
+		bashRegexp(`^find\s+.*\s-exec\s+.*\b(rm|shred|truncate|dd)\b`),
+		bashRegexp(`^xargs\s+.*\b(rm|shred|truncate|dd)\b`),
+	}
+})
 
 // bashFSPatternsCI are the case-insensitive deletes (POSIX rm family and the
 // PowerShell / cmd.exe equivalents), matched against bashASCIILower.
-var bashFSPatternsCI = []*regexp.Regexp{
-	bashRegexp(`^remove-item\b`),
-	bashRegexp(`^(rm|rmdir|ri|del|erase|rd)\b`),
-	bashRegexp(`^(clear-content|clc)\b`),
-}
+var bashFSPatternsCI = sync.OnceValue(func() []*regexp.Regexp {
+	return []*regexp.Regexp{
+		bashRegexp(`^remove-item\b`),
+		bashRegexp(`^(rm|rmdir|ri|del|erase|rd)\b`),
+		bashRegexp(`^(clear-content|clc)\b`),
+	}
+})
 
 // bashPipePatterns run against the whole trimmed command.
-var bashPipePatterns = []*regexp.Regexp{
-	bashRegexp(`\|\s*xargs\b[^\n;&|]*\b(rm|shred|truncate|dd)\b`),
-	bashRegexp(`\|\s*(sh|bash|zsh)\b`),
-}
+var bashPipePatterns = sync.OnceValue(func() []*regexp.Regexp {
+	return []*regexp.Regexp{
+		bashRegexp(`\|\s*xargs\b[^\n;&|]*\b(rm|shred|truncate|dd)\b`),
+		bashRegexp(`\|\s*(sh|bash|zsh)\b`),
+	}
+})
 
-var bashGitPatterns = []*regexp.Regexp{
-	bashRegexp(`^git\s+reset\s+--hard\b`),
-	bashRegexp(`^git\s+push\s+(--force|-f)\b`),
-	bashRegexp(`^git\s+branch\s+-D\b`),
-	bashRegexp(`^git\s+clean\s+-fd?\b`),
-	bashRegexp(`^git\s+checkout\s+\.\s*$`),
-	bashRegexp(`^git\s+rebase\s+-i\b`),
-}
+var bashGitPatterns = sync.OnceValue(func() []*regexp.Regexp {
+	return []*regexp.Regexp{
+		bashRegexp(`^git\s+reset\s+--hard\b`),
+		bashRegexp(`^git\s+push\s+(--force|-f)\b`),
+		bashRegexp(`^git\s+branch\s+-D\b`),
+		bashRegexp(`^git\s+clean\s+-fd?\b`),
+		bashRegexp(`^git\s+checkout\s+\.\s*$`),
+		bashRegexp(`^git\s+rebase\s+-i\b`),
+	}
+})
 
 // bashWrappers defer to the real command later in the segment.
 var bashWrappers = map[string]bool{
@@ -205,9 +216,9 @@ var bashWrappers = map[string]bool{
 // shells are matched on the segment as is, PowerShell and cmd.exe
 // case-insensitively.
 var (
-	bashPosixShellFlag = bashRegexp(`(?:^|\s)-\w*c\s+([\x00-\x{10FFFF}]+)$`)
-	bashPwshFlag       = bashRegexp(`\s-c(?:ommand)?\s+([\x00-\x{10FFFF}]+)$`)
-	bashCmdFlag        = bashRegexp(`\s/[ck]\s+([\x00-\x{10FFFF}]+)$`)
+	bashPosixShellFlag = sync.OnceValue(func() *regexp.Regexp { return bashRegexp(`(?:^|\s)-\w*c\s+([\x00-\x{10FFFF}]+)$`) })
+	bashPwshFlag       = sync.OnceValue(func() *regexp.Regexp { return bashRegexp(`\s-c(?:ommand)?\s+([\x00-\x{10FFFF}]+)$`) })
+	bashCmdFlag        = sync.OnceValue(func() *regexp.Regexp { return bashRegexp(`\s/[ck]\s+([\x00-\x{10FFFF}]+)$`) })
 )
 
 // bashMaxNesting bounds how deep shell-in-shell payloads are followed.
@@ -237,15 +248,15 @@ func Categorize(command string) string {
 		}
 	}
 	for _, s := range segments {
-		if bashAnyMatch(bashFSPatterns, s) || bashAnyMatch(bashFSPatternsCI, bashASCIILower(s)) {
+		if bashAnyMatch(bashFSPatterns(), s) || bashAnyMatch(bashFSPatternsCI(), bashASCIILower(s)) {
 			return FSDestructive
 		}
 	}
-	if bashAnyMatch(bashPipePatterns, trimmed) {
+	if bashAnyMatch(bashPipePatterns(), trimmed) {
 		return FSDestructive
 	}
 	for _, s := range segments {
-		if bashAnyMatch(bashGitPatterns, s) {
+		if bashAnyMatch(bashGitPatterns(), s) {
 			return GitDestructive
 		}
 	}
@@ -268,7 +279,7 @@ func bashPrivileged(segment string) bool {
 			return true
 		}
 	}
-	return bashAnyMatch(bashPrivilegedPatternsCI, bashASCIILower(segment))
+	return bashAnyMatch(bashPrivilegedPatternsCI(), bashASCIILower(segment))
 }
 
 // bashSegments splits a command on runs of statement, pipeline, grouping and
@@ -414,11 +425,11 @@ func bashNestedPayload(segment string) string {
 	var m []int
 	switch lower := bashASCIILower(head); {
 	case head == "sh" || head == "bash" || head == "zsh":
-		m = bashPosixShellFlag.FindStringSubmatchIndex(segment)
+		m = bashPosixShellFlag().FindStringSubmatchIndex(segment)
 	case lower == "pwsh" || lower == "powershell":
-		m = bashPwshFlag.FindStringSubmatchIndex(bashASCIILower(segment))
+		m = bashPwshFlag().FindStringSubmatchIndex(bashASCIILower(segment))
 	case lower == "cmd":
-		m = bashCmdFlag.FindStringSubmatchIndex(bashASCIILower(segment))
+		m = bashCmdFlag().FindStringSubmatchIndex(bashASCIILower(segment))
 	default:
 		return ""
 	}

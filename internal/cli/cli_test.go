@@ -27,7 +27,8 @@ import (
 	"github.com/maka-agent/maka/protocol"
 )
 
-// makaBin is the maka binary built once for the whole package.
+// makaBin is the maka binary built once for the whole package; maka-tui
+// is built next to it.
 var makaBin string
 
 // Bounds of the waits in this file. They only cap waits for events; no test
@@ -51,7 +52,8 @@ func runTests(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	makaBin = filepath.Join(dir, "maka")
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	build := exec.Command(gobin, "build", "-o", makaBin, "github.com/maka-agent/maka/cmd/maka")
+	// maka and, next to it, the terminal UI it execs.
+	build := exec.Command(gobin, "build", "-o", dir, "github.com/maka-agent/maka/cmd/maka", "github.com/maka-agent/maka/cmd/maka-tui")
 	build.Env = append(os.Environ(), "GOTOOLCHAIN=local")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/maka-agent/maka/client"
-	"github.com/maka-agent/maka/internal/tui"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -176,16 +175,16 @@ func addLocalServer(ctx context.Context, conn *client.Conn, s localServer, model
 }
 
 // tuiLocalServers adapts discovery to the terminal UI's offer.
-func tuiLocalServers(rootHint string) (func(context.Context) []tui.LocalServer, func(context.Context, *client.Conn, tui.LocalServer, string) error) {
-	find := func(ctx context.Context) []tui.LocalServer {
-		var out []tui.LocalServer
+func tuiLocalServers(rootHint string) (func(context.Context) []LocalServer, func(context.Context, *client.Conn, LocalServer, string) error) {
+	find := func(ctx context.Context) []LocalServer {
+		var out []LocalServer
 		for _, s := range discoverLocal(ctx, localCandidates) {
-			out = append(out, tui.LocalServer{Name: s.Name, Slug: s.slug(), Provider: s.Provider, BaseURL: s.BaseURL,
+			out = append(out, LocalServer{Name: s.Name, Slug: s.slug(), Provider: s.Provider, BaseURL: s.BaseURL,
 				Models: s.Models, AddCommand: s.addCommand(rootHint)})
 		}
 		return out
 	}
-	add := func(ctx context.Context, conn *client.Conn, s tui.LocalServer, modelID string) error {
+	add := func(ctx context.Context, conn *client.Conn, s LocalServer, modelID string) error {
 		return addLocalServer(ctx, conn, localServer{Name: s.Name, Provider: s.Provider, BaseURL: s.BaseURL, Models: s.Models}, modelID, rootHint)
 	}
 	return find, add

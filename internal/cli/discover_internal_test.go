@@ -8,7 +8,6 @@ import (
 	"github.com/maka-agent/maka/internal/domain"
 	"github.com/maka-agent/maka/internal/domaintest"
 	"github.com/maka-agent/maka/internal/modeltest"
-	"github.com/maka-agent/maka/internal/tui"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -41,7 +40,7 @@ func TestTUIOfferAddsTheFoundServer(t *testing.T) {
 	srv.SetModels("qwen3", "llama3")
 	conn := domaintest.Start(t, "", domain.Options{}).Connect(t, protocol.SurfaceTUI, 10*time.Second)
 	_, add := tuiLocalServers(" --root /r")
-	s := tui.LocalServer{Name: "a llama.cpp server", Slug: "local", Provider: "openai-compatible", BaseURL: srv.BaseURL(),
+	s := LocalServer{Name: "a llama.cpp server", Slug: "local", Provider: "openai-compatible", BaseURL: srv.BaseURL(),
 		Models: []string{"qwen3", "llama3"}}
 	if err := add(t.Context(), conn, s, "llama3"); err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
-	"os"
 	"strconv"
 )
 
@@ -22,7 +21,7 @@ func sameBuild(pid int) (same, known bool) {
 	if pid <= 0 {
 		return false, false
 	}
-	self, err := os.Executable()
+	self, err := hostExecutable()
 	if err != nil {
 		return false, false
 	}

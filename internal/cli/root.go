@@ -31,9 +31,13 @@ func exitf(code int, format string, args ...any) error {
 
 // Main runs maka with args and returns the process exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	root := newRootCommand(stdin, stdout, stderr)
+	root := newRootCommand(args, stdin, stdout, stderr)
 	root.SetArgs(args)
-	err := root.Execute()
+	return exitCode(root.Execute(), stderr)
+}
+
+// exitCode prints err of a command to stderr and returns the exit code.
+func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
@@ -55,7 +59,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 2
 }
 
-func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+func newRootCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "maka",
 		Short: "Maka: a local runtime host for AI agent sessions",
@@ -99,7 +103,7 @@ ${XDG_CONFIG_HOME:-~/.config}/Maka/workspaces/default.`,
 		c.GroupID = groupSetup
 		root.AddCommand(c)
 	}
-	attachTUI(root)
+	attachTUI(root, args)
 	root.SetHelpCommandGroupID(groupSetup)
 	root.SetCompletionCommandGroupID(groupSetup)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {

@@ -73,7 +73,7 @@ func (h *hostFlags) connect(ctx context.Context, surface protocol.Surface) (*cli
 	if err != nil {
 		return nil, err
 	}
-	exe, err := os.Executable()
+	exe, err := hostExecutable()
 	if err != nil {
 		return nil, exitf(1, "cannot find the maka executable to start the runtime host: %v", err)
 	}

@@ -2,12 +2,27 @@ package cli
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
-	"github.com/maka-agent/maka/internal/tui"
+	"github.com/maka-agent/maka/client"
 	"github.com/maka-agent/maka/protocol"
+)
+
+// The terminal UI is its own executable, maka-tui, so that maka does not
+// link (nor initialise, in every command and every Bash call) the UI's
+// markdown renderer, syntax highlighter and terminal libraries. `maka` with
+// no subcommand replaces itself with maka-tui, same arguments and
+// environment; maka-tui runs the host with the maka next to it.
+const (
+	makaExecutable = "maka"
+	tuiExecutable  = "maka-tui"
 )
 
 // tuiOptions are the flags of `maka` itself (the terminal UI).
@@ -18,36 +33,135 @@ type tuiOptions struct {
 	permissionMode string
 }
 
+func (o *tuiOptions) register(cmd *cobra.Command) {
+	o.host.register(cmd.Flags())
+	cmd.Flags().StringVar(&o.resume, "resume", "", "open this session (its id) instead of starting a new one")
+	cmd.Flags().StringVar(&o.cwd, "cwd", "", "workspace of new sessions (default: the current directory)")
+	cmd.Flags().StringVar(&o.permissionMode, "permission-mode", "", "permission mode of new sessions: explore, ask, execute or bypass (default: the host's)")
+	cmd.Args = cobra.NoArgs
+}
+
+// check validates the flags and the terminal, and returns the workspace.
+func (o *tuiOptions) check(cmd *cobra.Command) (workspace string, err error) {
+	switch protocol.PermissionMode(o.permissionMode) {
+	case "", protocol.PermissionModeExplore, protocol.PermissionModeAsk, protocol.PermissionModeExecute, protocol.PermissionModeBypass:
+	default:
+		return "", exitf(2, "invalid --permission-mode %q (use explore, ask, execute or bypass)", o.permissionMode)
+	}
+	cwd := o.cwd
+	if cwd == "" {
+		if cwd, err = os.Getwd(); err != nil {
+			return "", exitf(1, "cannot read the current directory: %v", err)
+		}
+	}
+	if workspace, err = canonicalDir(cwd); err != nil {
+		return "", exitf(2, "invalid --cwd: %v", err)
+	}
+	if err := needTerminal(cmd); err != nil {
+		return "", err
+	}
+	return workspace, nil
+}
+
 // attachTUI makes the root command open the terminal UI when it is run
-// without a subcommand.
-func attachTUI(root *cobra.Command) {
+// without a subcommand: it checks the flags, then execs maka-tui with the
+// arguments of this process.
+func attachTUI(root *cobra.Command, args []string) {
 	var o tuiOptions
-	o.host.register(root.Flags())
-	root.Flags().StringVar(&o.resume, "resume", "", "open this session (its id) instead of starting a new one")
-	root.Flags().StringVar(&o.cwd, "cwd", "", "workspace of new sessions (default: the current directory)")
-	root.Flags().StringVar(&o.permissionMode, "permission-mode", "", "permission mode of new sessions: explore, ask, execute or bypass (default: the host's)")
-	root.Args = cobra.NoArgs
+	o.register(root)
 	root.RunE = func(cmd *cobra.Command, _ []string) error {
-		switch protocol.PermissionMode(o.permissionMode) {
-		case "", protocol.PermissionModeExplore, protocol.PermissionModeAsk, protocol.PermissionModeExecute, protocol.PermissionModeBypass:
-		default:
-			return exitf(2, "invalid --permission-mode %q (use explore, ask, execute or bypass)", o.permissionMode)
-		}
-		cwd := o.cwd
-		if cwd == "" {
-			var err error
-			if cwd, err = os.Getwd(); err != nil {
-				return exitf(1, "cannot read the current directory: %v", err)
-			}
-		}
-		workspace, err := canonicalDir(cwd)
+		exe, err := siblingExecutable(tuiExecutable)
 		if err != nil {
-			return exitf(2, "invalid --cwd: %v", err)
+			return exitf(1, "the terminal UI is a separate executable: %v; build both with 'go build -o DIR ./cmd/...' in a maka checkout (DIR: the directory of maka), or use 'maka run PROMPT' without the terminal UI", err)
 		}
-		if err := needTerminal(cmd); err != nil {
+		if _, err := o.check(cmd); err != nil {
 			return err
 		}
-		root, err := o.host.rootPath()
+		argv := append([]string{os.Args[0]}, args...)
+		err = unix.Exec(exe, argv, os.Environ())
+		return exitf(1, "cannot start the terminal UI %s: %v", exe, err)
+	}
+}
+
+// siblingExecutable finds the executable name next to this one, else on
+// PATH.
+func siblingExecutable(name string) (string, error) {
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		dir := "?"
+		if self, err := os.Executable(); err == nil {
+			dir = filepath.Dir(self)
+		}
+		return "", fmt.Errorf("the executable %s is neither in %s nor on PATH", name, dir)
+	}
+	return p, nil
+}
+
+// hostExecutable is the maka binary that runs the runtime host: this one,
+// or in maka-tui the maka next to it (else on PATH).
+var hostExecutable = os.Executable
+
+// TUISession is what the terminal UI is started with.
+type TUISession struct {
+	// Conn is an accepted, ready connection; TUIMain closes it after run.
+	Conn            *client.Conn
+	RootPath        string
+	Workspace       string
+	ResumeSessionID string
+	PermissionMode  string
+	In              io.Reader
+	Out             io.Writer
+	// LocalServers probes loopback for local model servers when the root
+	// has no connection; AddLocalServer adds the one the user chose with
+	// the chosen model, as 'maka connection add' would.
+	LocalServers   func(context.Context) []LocalServer
+	AddLocalServer func(ctx context.Context, s LocalServer, model string) error
+}
+
+// LocalServer is a local model server found on loopback, as the terminal
+// UI offers it (the same fields as tui.LocalServer, so that maka-tui
+// converts one into the other).
+type LocalServer struct {
+	// Name says what it is ("Ollama"); Slug is the connection it would
+	// become; Provider its provider type.
+	Name, Slug, Provider, BaseURL string
+	// Models are the ids it lists, at least one.
+	Models []string
+	// AddCommand is the 'maka connection add' line that adds it.
+	AddCommand string
+}
+
+// TUIMain is the command line of maka-tui: the flags of `maka` without a
+// subcommand. It connects to (or starts) the host with the maka executable
+// next to it and hands the connection to run. It returns the exit code.
+func TUIMain(args []string, stdin io.Reader, stdout, stderr io.Writer, run func(context.Context, TUISession) error) int {
+	hostExecutable = func() (string, error) { return siblingExecutable(makaExecutable) }
+	root := &cobra.Command{
+		Use:   "maka",
+		Short: "The Maka terminal UI",
+		Long: `The Maka terminal UI (maka-tui): what 'maka' without a subcommand opens.
+It uses the runtime host of the storage root, starting it with the maka
+executable next to this one (else the one on PATH).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	var o tuiOptions
+	o.register(root)
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		workspace, err := o.check(cmd)
+		if err != nil {
+			return err
+		}
+		rootPath, err := o.host.rootPath()
 		if err != nil {
 			return err
 		}
@@ -61,16 +175,21 @@ func attachTUI(root *cobra.Command) {
 		}
 		defer conn.Close()
 		find, add := tuiLocalServers(o.host.rootHint())
-		if err := tui.Run(cmd.Context(), tui.Options{
-			Conn: conn, RootPath: root, Workspace: workspace, ResumeSessionID: o.resume,
+		if err := run(cmd.Context(), TUISession{
+			Conn: conn, RootPath: rootPath, Workspace: workspace, ResumeSessionID: o.resume,
 			PermissionMode: o.permissionMode, In: cmd.InOrStdin(), Out: cmd.OutOrStdout(),
 			LocalServers:   find,
-			AddLocalServer: func(ctx context.Context, s tui.LocalServer, model string) error { return add(ctx, conn, s, model) },
+			AddLocalServer: func(ctx context.Context, s LocalServer, model string) error { return add(ctx, conn, s, model) },
 		}); err != nil {
 			return exitf(1, "%v", err)
 		}
 		return nil
 	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &flagError{command: c.CommandPath(), err: err}
+	})
+	root.SetArgs(args)
+	return exitCode(root.Execute(), stderr)
 }
 
 // needTerminal refuses to draw the terminal UI where there is no terminal

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -22,9 +23,9 @@ const ToolPrefix = "mcp__"
 // toolNamePattern is a server tool's name; it never starts with '_', and a
 // server name never ends with one (protocol.ValidMCPServerName), so that
 // mcp__<server>__<tool> names one server's tool only.
-var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9-][A-Za-z0-9_-]{0,63}$`)
+var toolNamePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9-][A-Za-z0-9_-]{0,63}$`) })
 
-func validToolName(n string) bool { return toolNamePattern.MatchString(n) }
+func validToolName(n string) bool { return toolNamePattern().MatchString(n) }
 
 // ToolName is the model's name of a server's tool: mcp__<server>__<tool>.
 func ToolName(server, tool string) string { return ToolPrefix + server + "__" + tool }

@@ -3,23 +3,29 @@ package model
 import (
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/maka-agent/maka/protocol"
 )
 
 // secretPatterns match credentials that providers sometimes echo back in
 // error messages (a truncated key, an Authorization header, a key in a URL).
-var secretPatterns = []struct {
+var secretPatterns = sync.OnceValue(func() []secretPattern {
+	return []secretPattern{
+		{regexp.MustCompile(`(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}`), "$1 [redacted]"},
+		{regexp.MustCompile(`\b(sk|pk|rk|ak|gsk|xai|sk-ant|sk-proj|sk-or)-[A-Za-z0-9_*.-]{6,}`), "[redacted]"},
+		{regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{20,}`), "[redacted]"},
+		{regexp.MustCompile(`\b(AKIA|ASIA)[0-9A-Z]{16}\b`), "[redacted]"},
+		{regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,}`), "[redacted]"},
+		{regexp.MustCompile(`(?i)\b(api[_-]?key|x-api-key|access[_-]?token|auth[_-]?token|secret|password|authorization)(["']?\s*[:=]\s*["']?)[^\s"',;&]{4,}`), "$1$2[redacted]"},
+		{regexp.MustCompile(`(?i)([?&](?:key|token|api_key|access_token|sig)=)[^&\s"']+`), "$1[redacted]"},
+	}
+})
+
+// secretPattern is a credential and its replacement.
+type secretPattern struct {
 	re   *regexp.Regexp
 	repl string
-}{
-	{regexp.MustCompile(`(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}`), "$1 [redacted]"},
-	{regexp.MustCompile(`\b(sk|pk|rk|ak|gsk|xai|sk-ant|sk-proj|sk-or)-[A-Za-z0-9_*.-]{6,}`), "[redacted]"},
-	{regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{20,}`), "[redacted]"},
-	{regexp.MustCompile(`\b(AKIA|ASIA)[0-9A-Z]{16}\b`), "[redacted]"},
-	{regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,}`), "[redacted]"},
-	{regexp.MustCompile(`(?i)\b(api[_-]?key|x-api-key|access[_-]?token|auth[_-]?token|secret|password|authorization)(["']?\s*[:=]\s*["']?)[^\s"',;&]{4,}`), "$1$2[redacted]"},
-	{regexp.MustCompile(`(?i)([?&](?:key|token|api_key|access_token|sig)=)[^&\s"']+`), "$1[redacted]"},
 }
 
 // scrubMessage removes credentials and control characters from a provider
@@ -29,7 +35,7 @@ func scrubMessage(s string) string {
 		return ""
 	}
 	s = strings.ToValidUTF8(s, "\uFFFD")
-	for _, p := range secretPatterns {
+	for _, p := range secretPatterns() {
 		s = p.re.ReplaceAllString(s, p.repl)
 	}
 	s = strings.Map(func(r rune) rune {

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"text/template"
 	"time"
 )
@@ -15,8 +16,10 @@ import (
 //go:embed system.md
 var systemText string
 
-// system is the tool-use part of every system prompt.
-var system = template.Must(template.New("system.md").Parse(systemText))
+// system is the tool-use part of every system prompt, parsed on first use.
+var system = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("system.md").Parse(systemText))
+})
 
 // Input is what one turn's prompt is built from.
 type Input struct {
@@ -111,7 +114,7 @@ func toolSection(names []string) string {
 	}
 	data := toolData{names: names, Tasks: strings.Join(tasks, ", "), Others: others}
 	var sb strings.Builder
-	if err := system.Execute(&sb, data); err != nil {
+	if err := system().Execute(&sb, data); err != nil {
 		// The template is fixed and its data always fits it.
 		panic(fmt.Sprintf("prompt: system.md: %v", err))
 	}

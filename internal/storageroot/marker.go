@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 
 	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
@@ -27,8 +28,8 @@ const (
 )
 
 var (
-	rootIDPattern  = regexp.MustCompile(`^[a-f0-9]{64}$`)
-	decimalPattern = regexp.MustCompile(`^[0-9]+$`)
+	rootIDPattern  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-f0-9]{64}$`) })
+	decimalPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]+$`) })
 )
 
 // IsRootID reports whether s is a well-formed root id (64 lowercase hex).
@@ -89,13 +90,13 @@ func decodeMarker(data []byte) (marker, error) {
 	}
 	m.kind = Kind(o.Enum("kind", string(KindInteractive), string(KindHeadless)))
 	rid, p := o.Get("rootId")
-	m.rootID = d.Pattern(rid, p, rootIDPattern)
+	m.rootID = d.Pattern(rid, p, rootIDPattern())
 	ridv, p := o.Get("rootIdentity")
 	ri := d.Open(ridv, p)
 	dev, p := ri.Get("dev")
-	m.dev = d.Pattern(dev, p, decimalPattern)
+	m.dev = d.Pattern(dev, p, decimalPattern())
 	ino, p := ri.Get("ino")
-	m.ino = d.Pattern(ino, p, decimalPattern)
+	m.ino = d.Pattern(ino, p, decimalPattern())
 	if err := d.Err(); err != nil {
 		return marker{}, &Error{Code: CodeInvalidMarker, Err: err}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"sync"
 
 	"github.com/maka-agent/maka/internal/host"
 	"github.com/maka-agent/maka/internal/lane"
@@ -200,14 +201,14 @@ func (l *Ledger) Query(ctx context.Context, in protocol.TaskLedgerQueryInput) (h
 	return host.OK(page), nil
 }
 
-var cursorPattern = regexp.MustCompile(`^(?:0|[1-9][0-9]*)$`)
+var cursorPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(?:0|[1-9][0-9]*)$`) })
 
 // maxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER.
 const maxSafeInteger = 1<<53 - 1
 
 // parseCursor decodes a cursor: a decimal offset without leading zeros.
 func parseCursor(c string) (int, bool) {
-	if !cursorPattern.MatchString(c) {
+	if !cursorPattern().MatchString(c) {
 		return 0, false
 	}
 	n, err := strconv.ParseInt(c, 10, 64)

@@ -3,6 +3,7 @@ package tasks
 import (
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/maka-agent/maka/internal/wireredact"
@@ -13,7 +14,9 @@ import (
 // ledgerTag matches the ledger markup removed from task text: complete
 // <task-ledger…> and </task-ledger…> tags on one line, ASCII letters in any
 // case (the same pattern protocol.IsCanonicalTaskText rejects).
-var ledgerTag = regexp.MustCompile(`</?[Tt][Aa][Ss][Kk]-[Ll][Ee][Dd][Gg][Ee][Rr][^\n>]*>`)
+var ledgerTag = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`</?[Tt][Aa][Ss][Kk]-[Ll][Ee][Dd][Gg][Ee][Rr][^\n>]*>`)
+})
 
 // maxCanonicalRounds bounds the fixpoint iteration of canonicalText. Every
 // step that changes the text except NFC shortens it, and NFC only changes
@@ -32,7 +35,7 @@ func canonicalText(s string) (out string, ok bool) {
 	for range maxCanonicalRounds {
 		next := norm.NFC.String(s)
 		next = wireredact.Redact(next)
-		next = ledgerTag.ReplaceAllString(next, "")
+		next = ledgerTag().ReplaceAllString(next, "")
 		next = collapseSpace(next)
 		if next == s {
 			return s, protocol.IsCanonicalTaskText(s)

@@ -31,25 +31,31 @@ const MinKnownSecretLen = 8
 const redactRounds = 4
 
 var (
-	privateKeyBlock = regexp.MustCompile(`(?s)-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\z)`)
+	privateKeyBlock = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?s)-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\z)`)
+	})
 	// tokenRules are credentials recognised by their form. "sk-" and
 	// "bearer" start at a word boundary (they occur inside ordinary words);
 	// the others are distinctive enough to be masked inside a word too
 	// ("xghp_…" is still a token).
-	tokenRules = []tokenRule{
-		{prefix: "sk-", re: regexp.MustCompile(`^sk-[A-Za-z0-9_-]{16,}`)},
-		{prefix: "AIza", inWord: true, re: regexp.MustCompile(`^AIza[0-9A-Za-z_-]{35}`)},
-		{prefix: "gh", inWord: true, re: regexp.MustCompile(`^gh[pousr]_[A-Za-z0-9]{20,}`)},
-		{prefix: "github_pat_", inWord: true, re: regexp.MustCompile(`^github_pat_[A-Za-z0-9_]{22,}`)},
-		{prefix: "xox", inWord: true, re: regexp.MustCompile(`^xox[abprs]-[A-Za-z0-9-]{10,}`)},
-		{prefix: "AKIA", inWord: true, re: regexp.MustCompile(`^AKIA[0-9A-Z]{16}`)},
-		{prefix: "bearer", fold: true, re: regexp.MustCompile(`^(?i)bearer\s+[A-Za-z0-9._~+/-]{20,}=*`)},
-	}
+	tokenRules = sync.OnceValue(func() []tokenRule {
+		return []tokenRule{
+			{prefix: "sk-", re: regexp.MustCompile(`^sk-[A-Za-z0-9_-]{16,}`)},
+			{prefix: "AIza", inWord: true, re: regexp.MustCompile(`^AIza[0-9A-Za-z_-]{35}`)},
+			{prefix: "gh", inWord: true, re: regexp.MustCompile(`^gh[pousr]_[A-Za-z0-9]{20,}`)},
+			{prefix: "github_pat_", inWord: true, re: regexp.MustCompile(`^github_pat_[A-Za-z0-9_]{22,}`)},
+			{prefix: "xox", inWord: true, re: regexp.MustCompile(`^xox[abprs]-[A-Za-z0-9-]{10,}`)},
+			{prefix: "AKIA", inWord: true, re: regexp.MustCompile(`^AKIA[0-9A-Z]{16}`)},
+			{prefix: "bearer", fold: true, re: regexp.MustCompile(`^(?i)bearer\s+[A-Za-z0-9._~+/-]{20,}=*`)},
+		}
+	})
 	// credentialValue is a credential assignment in lower case, anchored:
 	// the key (group 1), an optional closing quote of the key (2), ':' or
 	// '=' (3), an optional opening quote of the value (4) and the value
 	// (5). It never crosses a line.
-	credentialValue = regexp.MustCompile(`^((?:api|secret|access|private)[_-]?key|(?:access|auth|refresh|session)[_-]?token|client[_-]?secret|password|passwd)(["']?)[ \t]*([:=])[ \t]*(["']?)([^\s"'&,;]{4,})`)
+	credentialValue = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^((?:api|secret|access|private)[_-]?key|(?:access|auth|refresh|session)[_-]?token|client[_-]?secret|password|passwd)(["']?)[ \t]*([:=])[ \t]*(["']?)([^\s"'&,;]{4,})`)
+	})
 	credentialWords = [4]string{"key", "token", "secret", "passw"}
 )
 
@@ -108,10 +114,10 @@ func Redact(s string) string {
 func redactOnce(s string) string {
 	s = redactKnown(s)
 	if strings.Contains(s, "PRIVATE KEY-----") {
-		s = privateKeyBlock.ReplaceAllString(s, wireredact.Marker)
+		s = privateKeyBlock().ReplaceAllString(s, wireredact.Marker)
 	}
 	s = redactCredentialValues(s, asciiLower(s))
-	for _, r := range tokenRules {
+	for _, r := range tokenRules() {
 		s = r.redact(s)
 	}
 	return redactHexRuns(s)
@@ -289,7 +295,7 @@ func redactCredentialValues(s, lower string) string {
 			if !startsCredentialKey(lower[k:]) || !isCredentialKey(s, k) {
 				continue
 			}
-			m := credentialValue.FindStringSubmatchIndex(lower[k:])
+			m := credentialValue().FindStringSubmatchIndex(lower[k:])
 			if m == nil {
 				continue
 			}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/bmatcuk/doublestar/v4"
 )
@@ -83,7 +84,7 @@ func (r Rule) String() string {
 }
 
 // toolNamePattern is what a rule accepts as a tool name.
-var toolNamePattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,127}$`)
+var toolNamePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,127}$`) })
 
 // pathRuleTools are the tools whose rules take a path glob, with the tools
 // each one covers.
@@ -118,7 +119,7 @@ func ParseRule(effect, s string) (Rule, error) {
 	}
 	open := strings.IndexByte(s, '(')
 	if open < 0 {
-		if !toolNamePattern.MatchString(s) {
+		if !toolNamePattern().MatchString(s) {
 			return Rule{}, fmt.Errorf("rule %q: a tool name is letters, digits, '_', '-' and '.' (examples: Read, 'Bash(git status)', category:file_write)", s)
 		}
 		return Rule{Effect: effect, Kind: RuleKindTool, Tool: canonicalToolName(s)}, nil
