@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -416,7 +417,11 @@ func TestReadmeBuildAndServe(t *testing.T) {
 			out = build[i+1]
 		}
 	}
-	if len(serve) < 3 || serve[0] != "./"+out || serve[1] != "host" || serve[2] != "serve" {
+	served := "./" + out // -o FILE
+	if out == "." || strings.HasSuffix(out, "/") {
+		served = "./" + path.Join(out, "maka") // -o DIR: the executables by their package names
+	}
+	if len(serve) < 3 || serve[0] != served || serve[1] != "host" || serve[2] != "serve" {
 		t.Fatalf("the serve part %q does not run the built %q", serve, out)
 	}
 	w := &walkthrough{t: t, bin: t.TempDir()}
