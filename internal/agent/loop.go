@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -165,10 +166,12 @@ func (r *runner) run(ctx context.Context) Outcome {
 		if err != nil {
 			return r.failure(ctx, err)
 		}
+		// The step's stream ended, so it is billed: count it even when a
+		// stop arrived meanwhile (the cancelled turn's usage includes it).
+		r.addUsage(fin.Usage)
 		if out, stop := r.stopped(ctx); stop {
 			return out
 		}
-		r.addUsage(fin.Usage)
 		r.stepEnd(ctx, fin, len(st.calls))
 		if len(st.calls) == 0 {
 			return r.finish(fin)
@@ -309,10 +312,23 @@ func (r *runner) addUsage(u *model.Usage) {
 	if r.usage == nil {
 		r.usage = &model.Usage{}
 	}
-	r.usage.InputTokens += u.InputTokens
-	r.usage.OutputTokens += u.OutputTokens
-	r.usage.CacheReadTokens += u.CacheReadTokens
-	r.usage.ReasoningTokens += u.ReasoningTokens
+	r.usage.InputTokens = addCount(r.usage.InputTokens, u.InputTokens)
+	r.usage.OutputTokens = addCount(r.usage.OutputTokens, u.OutputTokens)
+	r.usage.CacheReadTokens = addCount(r.usage.CacheReadTokens, u.CacheReadTokens)
+	r.usage.ReasoningTokens = addCount(r.usage.ReasoningTokens, u.ReasoningTokens)
+}
+
+// addCount adds a provider-reported count to a sum without overflowing:
+// a negative count adds nothing, and the sum saturates at the largest
+// int64 (a provider is untrusted input; the wire clamps further).
+func addCount(sum, n int64) int64 {
+	if n <= 0 {
+		return sum
+	}
+	if sum > math.MaxInt64-n {
+		return math.MaxInt64
+	}
+	return sum + n
 }
 
 // stepEnd emits the end of a step with the turn's usage so far.

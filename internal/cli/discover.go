@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/maka-agent/maka/client"
 	"github.com/maka-agent/maka/protocol"
@@ -84,16 +86,39 @@ func getModelIDs(ctx context.Context, url string, headers map[string]string) ([]
 	}
 	var ids []string
 	for _, m := range listing.Data {
-		if m.ID != "" {
+		if usableModelID(m.ID) && len(ids) < maxListedModels {
 			ids = append(ids, m.ID)
 		}
 	}
 	for _, m := range listing.Models {
-		if m.Name != "" {
+		if usableModelID(m.Name) && len(ids) < maxListedModels {
 			ids = append(ids, m.Name)
 		}
 	}
 	return ids, nil
+}
+
+// maxListedModels bounds the model ids kept from one listing.
+const maxListedModels = 256
+
+// maxModelIDBytes bounds a listed model id; real ones ("llama3.1:8b",
+// "hf.co/org/model:Q4_K_M") are far shorter.
+const maxModelIDBytes = 200
+
+// usableModelID reports whether a listed id may be offered, named in a
+// hint or stored as a connection's model: a server's listing is untrusted,
+// so an id with a control character (a terminal escape sequence), a space
+// or invalid UTF-8, or longer than maxModelIDBytes, is left out.
+func usableModelID(id string) bool {
+	if id == "" || len(id) > maxModelIDBytes || !utf8.ValidString(id) {
+		return false
+	}
+	for _, r := range id {
+		if !unicode.IsGraphic(r) || unicode.IsSpace(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // localServer is a model server found on loopback.

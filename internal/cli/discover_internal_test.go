@@ -62,3 +62,14 @@ func TestTUIOfferAddsTheFoundServer(t *testing.T) {
 		t.Fatalf("second add: %v", err)
 	}
 }
+
+// A server's listing is untrusted: an id with an escape sequence, a space
+// or over maxModelIDBytes is left out, so it is neither offered nor stored.
+func TestDiscoveryLeavesOutUnusableModelIDs(t *testing.T) {
+	srv := modeltest.New(t, func(*modeltest.Request) modeltest.Reply { return modeltest.Reply{} })
+	srv.SetModels("m\x1b]52;c;cm0gLXJmIH4K\x07", strings.Repeat("x", maxModelIDBytes+1), "two words", "qwen3:8b")
+	found := discoverLocal(t.Context(), []localServer{{Name: "a llama.cpp server", Provider: "openai-compatible", BaseURL: srv.BaseURL()}})
+	if len(found) != 1 || strings.Join(found[0].Models, ",") != "qwen3:8b" {
+		t.Fatalf("found %+v, want only qwen3:8b listed", found)
+	}
+}

@@ -495,6 +495,11 @@ func (r *turnRun) interrupted(cause error) error {
 		}
 	}
 	r.p.endText()
+	var status protocol.TurnStatus
+	if snap != nil {
+		status = snap.Status
+	}
+	r.printUsage(status)
 	var sc *signalCause
 	if errors.As(cause, &sc) {
 		r.p.result(r.resultEvent(snap, "interrupted", sc.exitCode()))
@@ -578,14 +583,20 @@ func (r *turnRun) execute(ctx context.Context) (int, error) {
 	return r.finish(ctx, final), nil
 }
 
+// printUsage prints --usage's stderr line for the turn, however it ended.
+func (r *turnRun) printUsage(status protocol.TurnStatus) {
+	if !r.p.showUsage {
+		return
+	}
+	if line := r.p.usageLine(r.turnID, status); line != "" {
+		r.p.notef("maka: %s", line)
+	}
+}
+
 // finish reports the terminal snapshot and returns the exit code.
 func (r *turnRun) finish(ctx context.Context, snap protocol.TurnSnapshot) int {
 	r.p.endText()
-	if r.p.showUsage {
-		if line := r.p.usageLine(snap.TurnID, snap.Status); line != "" {
-			r.p.notef("maka: %s", line)
-		}
-	}
+	r.printUsage(snap.Status)
 	switch snap.Status {
 	case protocol.TurnCompleted:
 		r.p.result(r.resultEvent(&snap, "", 0))

@@ -101,3 +101,27 @@ func TestAttachShowsUsage(t *testing.T) {
 		t.Fatalf("attach = %d; stderr lacks the usage:\n%s", code, att.stderrText())
 	}
 }
+
+// TestRunUsageLineWhenTimedOut: --usage's line ends a turn stopped by
+// --timeout too, with the usage of the steps that ended.
+func TestRunUsageLineWhenTimedOut(t *testing.T) {
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	srv := modeltest.New(t, func(req *modeltest.Request) modeltest.Reply {
+		if len(req.ToolResultsSinceUser()) == 0 {
+			return modeltest.Reply{Chunks: []modeltest.Chunk{{Call: &modeltest.Call{ID: "g1", Name: "Glob", Arguments: `{"pattern":"*.go"}`}}},
+				Usage: &modeltest.Usage{Prompt: 1200, Completion: 45}}
+		}
+		return modeltest.Reply{Chunks: []modeltest.Chunk{{Text: "thinking"}, {Wait: hold}}}
+	})
+	s := newSandbox(t)
+	root := spawnedRoot(t)
+	addFakeConnection(t, s, root, srv.BaseURL(), "sk-test")
+	r := s.run("run", "--root", root, "--usage", "--timeout", "5s", "--permission-mode", "bypass", "list the go files")
+	if r.code != 1 || !strings.Contains(r.stderr, "timed out after 5s") {
+		t.Fatalf("run = %d\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "maka: 1.2k in · 45 out · cancelled") {
+		t.Errorf("run --usage --timeout: no usage line:\n%s", r.stderr)
+	}
+}

@@ -31,6 +31,11 @@ func (m *model) handleKey(k tea.KeyMsg) tea.Cmd {
 		}
 		return nil
 	}
+	if m.offer != nil && m.prompt == nil && m.input.Value() == "" {
+		if cmd, ok := m.offerKey(k); ok {
+			return cmd
+		}
+	}
 	switch k.String() {
 	case "ctrl+c":
 		return m.ctrlC()
@@ -71,9 +76,6 @@ func (m *model) handleKey(k tea.KeyMsg) tea.Cmd {
 	}
 	if m.prompt != nil {
 		return m.promptKey(k)
-	}
-	if m.offer != nil {
-		return m.offerKey(k)
 	}
 	if k.String() == "?" && m.input.Value() == "" {
 		m.help = true

@@ -232,6 +232,9 @@ func (m *model) update(msg tea.Msg) tea.Cmd {
 	case modelsMsg:
 		if msg.err == nil {
 			m.models = &msg.models
+			if m.offer != nil && len(msg.models.Connections) > 0 {
+				m.offer = nil // a connection exists now
+			}
 			return m.findServers(msg.models)
 		}
 		return nil

@@ -68,28 +68,33 @@ func (m *model) onServersFound(msg serversFoundMsg) tea.Cmd {
 	return nil
 }
 
-// offerKey answers the offer: y or Enter adds the server with its first
-// model, 1-9 with that model, n or Esc declines (the note says how to add
-// it later). Other keys are ignored while it is shown.
-func (m *model) offerKey(k tea.KeyMsg) tea.Cmd {
+// offerKey answers the offer while the input is empty: y adds the server
+// with its first model, 1-9 with that model, n, Enter (the [y/N] default)
+// or Esc declines (the note says how to add it later). It reports whether
+// the key was the offer's; any other key goes to the input as usual, and
+// once the input holds text the offer takes no key, so a message being
+// typed when the offer appears is never read as an answer.
+func (m *model) offerKey(k tea.KeyMsg) (tea.Cmd, bool) {
 	o := m.offer
-	if o.adding {
-		return nil
-	}
 	key := k.String()
 	pick := -1
 	switch {
-	case key == "y" || key == "Y" || k.Type == tea.KeyEnter:
+	case key == "y" || key == "Y":
 		pick = 0
 	case len(key) == 1 && key[0] >= '1' && key[0] <= '9':
 		pick = int(key[0] - '1')
-	case key == "n" || key == "N" || key == "esc":
+	case key == "n" || key == "N" || key == "esc" || (k.Type == tea.KeyEnter && !k.Alt && !k.Paste):
+		if o.adding {
+			return nil, true
+		}
 		m.offer = nil
 		m.note(false, "not added; add it later with: "+o.server.AddCommand, "")
-		return nil
+		return nil, true
+	default:
+		return nil, false
 	}
-	if pick < 0 || pick >= min(len(o.server.Models), maxOfferedModels) {
-		return nil
+	if o.adding || pick >= min(len(o.server.Models), maxOfferedModels) {
+		return nil, true
 	}
 	o.adding = true
 	add, s, modelID := m.opts.AddLocalServer, o.server, o.server.Models[pick]
@@ -97,7 +102,7 @@ func (m *model) offerKey(k tea.KeyMsg) tea.Cmd {
 		ctx, cancel := context.WithTimeout(ctx, offerTimeout)
 		defer cancel()
 		return serverAddedMsg{server: s, model: modelID, err: add(ctx, s, modelID)}
-	})
+	}), true
 }
 
 func (m *model) onServerAdded(msg serverAddedMsg) tea.Cmd {
@@ -106,7 +111,9 @@ func (m *model) onServerAdded(msg serverAddedMsg) tea.Cmd {
 			m.offer.adding = false
 		}
 		m.setNotice(true, "could not add %s: %v", msg.server.Slug, msg.err)
-		return nil
+		// The connection may exist even so (the default target failed):
+		// the catalog read says, and closes the offer if it does.
+		return m.loadModels()
 	}
 	m.offer = nil
 	m.note(false, fmt.Sprintf("added connection %s (%s at %s), default model %s", msg.server.Slug, msg.server.Name,
@@ -123,7 +130,10 @@ func (m *model) offerView() string {
 	fmt.Fprintf(&b, "No model connection is configured.\nFound %s at %s with models %s.\n", s.Name, s.BaseURL, strings.Join(models, ", "))
 	fmt.Fprintf(&b, "Add it as connection %s with model %s? [y/N]", s.Slug, models[0])
 	keys := "[y] add with " + models[0] + "  [n] not now"
-	if len(models) > 1 {
+	if m.input.Value() != "" {
+		keys = "clear the input to answer"
+	}
+	if len(models) > 1 && m.input.Value() == "" {
 		keys = fmt.Sprintf("[y] add with %s  [1-%d] add with that model  [n] not now", models[0], len(models))
 		for i, id := range models {
 			fmt.Fprintf(&b, "\n  %d. %s", i+1, id)
@@ -134,5 +144,5 @@ func (m *model) offerView() string {
 	}
 	inner := max(m.width-4, 10)
 	body := m.look.r.NewStyle().Width(inner).Render(sanitize(b.String()))
-	return m.look.card.Width(m.width - 2).Render(m.look.cardTitle.Render("Local model server") + "\n" + body + "\n" + m.look.info.Render(keys))
+	return m.look.card.Width(m.width - 2).Render(m.look.cardTitle.Render("Local model server") + "\n" + body + "\n" + m.look.info.Render(sanitize(keys)))
 }

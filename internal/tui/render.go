@@ -230,7 +230,7 @@ func (m *model) statusView() string {
 		parts = append(parts, "new session")
 	}
 	if c := m.usedModel(); c.Slug != "" {
-		parts = append(parts, c.String())
+		parts = append(parts, truncateWidth(sanitize(c.String()), 64))
 	} else {
 		parts = append(parts, "model: host default")
 	}

@@ -147,12 +147,12 @@ func (r *recorder) Emit(ctx context.Context, ev agent.Event) error {
 func (r *recorder) publishUsage(reason string, final bool, step, total *model.Usage) {
 	r.mu.Lock()
 	if step != nil {
-		r.context = step.InputTokens + step.OutputTokens
+		r.context = wireCount(wireCount(step.InputTokens) + wireCount(step.OutputTokens))
 	}
 	ctxTokens := r.context
 	r.mu.Unlock()
 	n := protocol.SessionNotice{Kind: protocol.NoticeTurnUsage, TurnID: r.a.TurnID, StopReason: reason, Final: final,
-		ContextTokens: max(ctxTokens, 0), ContextWindow: max(r.window, 0)}
+		ContextTokens: wireCount(ctxTokens), ContextWindow: wireCount(r.window)}
 	if total != nil {
 		n.HasUsage = true
 		n.Usage = wireUsage(*total)
@@ -164,11 +164,16 @@ func (r *recorder) publishUsage(reason string, final bool, step, total *model.Us
 // wireUsage is u within the notice's bounds: no negative count, cache
 // reads within the input and reasoning within the output.
 func wireUsage(u model.Usage) protocol.TokenUsage {
-	w := protocol.TokenUsage{InputTokens: max(u.InputTokens, 0), OutputTokens: max(u.OutputTokens, 0)}
-	w.CacheReadTokens = min(max(u.CacheReadTokens, 0), w.InputTokens)
-	w.ReasoningTokens = min(max(u.ReasoningTokens, 0), w.OutputTokens)
+	w := protocol.TokenUsage{InputTokens: wireCount(u.InputTokens), OutputTokens: wireCount(u.OutputTokens)}
+	w.CacheReadTokens = min(wireCount(u.CacheReadTokens), w.InputTokens)
+	w.ReasoningTokens = min(wireCount(u.ReasoningTokens), w.OutputTokens)
 	return w
 }
+
+// wireCount is a provider-reported count within the wire's Count range
+// (0..2^53-1): a larger one would make every notice subscriber's client
+// refuse the frame and drop its connection.
+func wireCount(n int64) int64 { return min(max(n, 0), protocol.MaxSafeInteger) }
 
 // usageText is the one-line summary of a turn_usage notice:
 // "12300 in (12000 cached) · 845 out · end_turn".
