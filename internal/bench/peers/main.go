@@ -59,6 +59,7 @@ func main() {
 type result struct {
 	p                 *peer
 	trivial, shell    usage // medians
+	cold              usage // maka: the trivial turn when the client starts the host
 	session           time.Duration
 	sessionTurns      int
 	requests, bytes   int // of the first measured trivial turn
@@ -160,6 +161,7 @@ func measure(ctx context.Context, o options, f *fake, p *peer) *result {
 		return u, err
 	}
 	// the daemon first, on a fresh start, before any turn
+	r.daemonKiB = p.idleKiB
 	if p.daemon != nil {
 		c, cancel := context.WithTimeout(ctx, 30*time.Second)
 		pid, stop, err := p.daemon(c)
@@ -202,6 +204,22 @@ func measure(ctx context.Context, o options, f *fake, p *peer) *result {
 	r.trivial = median(trivial)
 	if p.hostPID != 0 && o.n > 0 {
 		r.hostCPU = host / time.Duration(o.n)
+	}
+	if p.cold != nil {
+		var cold []usage
+		for range o.n {
+			u, err := once(p.cold(trivialPrompt))
+			if err != nil {
+				r.failed = "cold: " + err.Error()
+				return r
+			}
+			if _, err := once(p.stopCold); err != nil {
+				r.failed = "cold host stop: " + err.Error()
+				return r
+			}
+			cold = append(cold, u)
+		}
+		r.cold = median(cold)
 	}
 	calls0, ran0 := f.shellStats()
 	var shell []usage
@@ -302,6 +320,12 @@ func printTable(o options, results []*result, skipped []string) {
 		}
 		return ms(r.trivial.wall), float64(r.trivial.wall), true
 	})
+	row(fmt.Sprintf("trivial turn, the client starts the host, wall (maka only, median of %d)", o.n), func(r *result) (string, float64, bool) {
+		if r.cold.wall == 0 {
+			return "n/a", 0, false
+		}
+		return ms(r.cold.wall), 0, false
+	})
 	row(fmt.Sprintf("shell-call turn, wall (median of %d)", o.shellN), func(r *result) (string, float64, bool) {
 		if r.shell.wall == 0 {
 			return "failed", 0, false
@@ -343,7 +367,7 @@ func printTable(o options, results []*result, skipped []string) {
 		return ms(r.hostCPU), 0, false
 	})
 	row("daemon idle RSS", func(r *result) (string, float64, bool) {
-		if r.p.daemon == nil {
+		if r.p.daemon == nil && r.p.idleKiB == 0 {
 			return "n/a", 0, false
 		}
 		if r.daemonKiB == 0 {

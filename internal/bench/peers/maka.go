@@ -79,21 +79,52 @@ func makaPeer(ctx context.Context, base, bin, modelURL string, cleanup *cleanups
 	if err := waitReady(ctx, root); err != nil {
 		return nil, fmt.Errorf("maka host: %v: %s", err, stderr.String())
 	}
-	add := []string{bin, "connection", "add", "fake", "--root", root, "--provider", "openai-compatible",
-		"--base-url", modelURL + "/v1", "--model", "m1", "--key-env", "FAKE_API_KEY", "--default"}
-	if _, out, err := run(ctx, work, env, add); err != nil {
+	// idle memory now, before any other maka process runs: the host's
+	// page-out of its startup (200 ms after it starts) skips the
+	// executable's pages that another process maps at that moment
+	time.Sleep(time.Second)
+	idle := treeRSS(host.Process.Pid)
+	add := func(root string) []string {
+		return []string{bin, "connection", "add", "fake", "--root", root, "--provider", "openai-compatible",
+			"--base-url", modelURL + "/v1", "--model", "m1", "--key-env", "FAKE_API_KEY", "--default"}
+	}
+	if _, out, err := run(ctx, work, env, add(root)); err != nil {
 		return nil, fmt.Errorf("maka connection add: %v: %s", err, out)
+	}
+	// a second root for the cold figure: each of its turns starts
+	// without a host, so the client starts one, stopped after the turn
+	cold := filepath.Join(base, "maka", "cold-root")
+	coldCap, err := storageroot.Resolve(cold, storageroot.KindInteractive)
+	if err != nil {
+		return nil, err
+	}
+	stopCold := []string{bin, "host", "stop", "--root", cold}
+	cleanup.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _, _ = run(c, work, env, stopCold)
+		if ns, err := storageroot.ControlNamespace(); err == nil {
+			os.RemoveAll(filepath.Join(ns, coldCap.RootID()))
+		}
+	})
+	if _, out, err := run(ctx, work, env, add(cold)); err != nil {
+		return nil, fmt.Errorf("maka connection add (cold root): %v: %s", err, out)
+	}
+	if _, out, err := run(ctx, work, env, stopCold); err != nil {
+		return nil, fmt.Errorf("maka host stop (cold root): %v: %s", err, out)
 	}
 	flags := []string{"run", "--root", root, "--permission-mode", "bypass", "--cwd", work}
 	return &peer{
 		name: "maka", version: versionOf(ctx, bin), home: home, work: work, env: env,
-		first: func(p string) []string { return append(append([]string{bin}, flags...), p) },
-		cont:  func(p string) []string { return append(append([]string{bin}, flags...), "--continue", p) },
-		daemon: func(context.Context) (int, func(), error) {
-			return host.Process.Pid, func() {}, nil
+		first:   func(p string) []string { return append(append([]string{bin}, flags...), p) },
+		cont:    func(p string) []string { return append(append([]string{bin}, flags...), "--continue", p) },
+		idleKiB: idle,
+		cold: func(p string) []string {
+			return []string{bin, "run", "--root", cold, "--permission-mode", "bypass", "--cwd", work, p}
 		},
-		counted: "the `maka run` client only; the warm host's CPU per turn is its own row",
-		hostPID: host.Process.Pid,
+		stopCold: stopCold,
+		counted:  "the `maka run` client only; the warm host's CPU per turn is its own row",
+		hostPID:  host.Process.Pid,
 	}, nil
 }
 

@@ -31,10 +31,16 @@ type peer struct {
 	// daemon starts the peer's long-lived process, waits until it is up
 	// and returns its pid and a stop function; nil: the peer has none.
 	daemon func(ctx context.Context) (pid int, stop func(), err error)
+	// idleKiB, for maka, is its host's idle RSS, measured when it started.
+	idleKiB int64
 	// counted says what the client's rusage covers.
 	counted string
 	// hostPID, for maka, is the warm host whose CPU each turn also uses.
 	hostPID int
+	// cold, for maka, starts a new session on a root without a host (the
+	// client starts it); stopCold stops that host again.
+	cold     func(prompt string) []string
+	stopCold []string
 }
 
 // newPeerDirs makes the peer's HOME (with XDG directories inside it) and
