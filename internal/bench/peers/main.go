@@ -307,7 +307,7 @@ func printTable(o options, results []*result, skipped []string) {
 				continue
 			}
 			if r != maka && maka != nil && v > 0 && mv > 0 {
-				s += fmt.Sprintf(" (%.2f×)", mv/v)
+				s += fmt.Sprintf(" (%.2g×)", mv/v)
 			}
 			cells = append(cells, s)
 		}
