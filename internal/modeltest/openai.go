@@ -1,12 +1,14 @@
-// Package modeltest serves a fake OpenAI-compatible model that streams
-// real SSE, both as Chat Completions (POST /v1/chat/completions) and as
-// the Responses API (POST /v1/responses), for end-to-end tests and
+// Package modeltest serves a fake model that streams real SSE as Chat
+// Completions (POST /v1/chat/completions), as the Responses API (POST
+// /v1/responses) and as Anthropic Messages (POST /v1/messages), for
+// end-to-end tests and
 // benchmarks of the host against a model it controls: each request is
 // decoded into one form and handed to a function that decides the reply
 // (text chunks, tool calls, gates that hold the stream, HTTP errors).
 package modeltest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -61,7 +63,8 @@ type ToolCall struct {
 // function calls join the assistant message before them, and function call
 // outputs become tool messages).
 type Request struct {
-	// API is "chat" or "responses": the endpoint that received it.
+	// API is "chat", "responses" or "anthropic": the endpoint that
+	// received it.
 	API      string        `json:"-"`
 	Model    string        `json:"model"`
 	Messages []Message     `json:"messages"`
@@ -154,6 +157,22 @@ type Server struct {
 	mu       sync.Mutex
 	seen     []*Request
 	models   []string // GET /v1/models lists them (nil: 404)
+	log      func(Logged)
+}
+
+// Logged is one HTTP request the server received, whatever its path.
+type Logged struct {
+	Method, Path string
+	// Bytes is the size of the request body.
+	Bytes int
+}
+
+// SetLog makes the server call log with every request it receives,
+// before answering it (from the request's goroutine).
+func (s *Server) SetLog(log func(Logged)) {
+	s.mu.Lock()
+	s.log = log
+	s.mu.Unlock()
 }
 
 // SetModels makes GET /v1/models list ids (it is not counted as a
@@ -189,6 +208,17 @@ func (s *Server) Seen() []*Request {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	log := s.log
+	s.mu.Unlock()
+	if log != nil {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		log(Logged{Method: r.Method, Path: r.URL.Path, Bytes: len(body)})
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
 	if r.Method == http.MethodGet && r.URL.Path == "/v1/models" {
 		s.listModels(w)
 		return
@@ -200,6 +230,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		decode = decodeChat
 	case "/v1/responses":
 		decode = decodeResponses
+	case "/v1/messages":
+		decode = decodeAnthropic
+	case "/v1/messages/count_tokens":
+		countTokens(w, r)
+		return
 	default:
 		http.Error(w, `{"error":{"message":"not found"}}`, http.StatusNotFound)
 		return
@@ -226,10 +261,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(rep.Status)
 		body := rep.Body
-		if body == "" {
+		switch {
+		case body != "":
+		case req.API == "anthropic":
+			body = anthropicError(rep.Status)
+		default:
 			body = `{"error":{"message":"fake model error ` + strconv.Itoa(rep.Status) + `","type":"server_error"}}`
 		}
 		io.WriteString(w, body)
+		return
+	}
+	if req.API == "anthropic" && !req.Stream {
+		anthropicMessage(r.Context(), w, req, rep)
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -237,8 +280,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	fl, _ := w.(http.Flusher)
 	out := &sseWriter{w: w, fl: fl}
-	if req.API == "responses" {
+	switch req.API {
+	case "responses":
 		s.streamResponses(r.Context(), out, req, rep)
+		return
+	case "anthropic":
+		s.streamAnthropic(r.Context(), out, req, rep)
 		return
 	}
 	s.streamChat(r.Context(), out, req, rep)

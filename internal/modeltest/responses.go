@@ -23,6 +23,9 @@ type responsesBody struct {
 		Name      string `json:"name"`
 		Arguments string `json:"arguments"`
 		Output    any    `json:"output"`
+		Input     string `json:"input"`
+		// Action is a local_shell_call's command.
+		Action json.RawMessage `json:"action"`
 	} `json:"input"`
 	Tools []struct {
 		Name        string          `json:"name"`
@@ -44,16 +47,24 @@ func decodeResponses(body []byte) (*Request, error) {
 	}
 	for _, it := range b.Input {
 		switch {
-		case it.Type == "function_call":
+		case it.Type == "function_call" || it.Type == "custom_tool_call" || it.Type == "local_shell_call":
 			tc := ToolCall{ID: it.CallID, Type: "function"}
 			tc.Function.Name, tc.Function.Arguments = it.Name, it.Arguments
+			switch it.Type {
+			case "custom_tool_call":
+				tc.Function.Arguments = it.Input
+			case "local_shell_call":
+				tc.Function.Name, tc.Function.Arguments = "local_shell", string(it.Action)
+			}
 			n := len(req.Messages)
 			if n == 0 || req.Messages[n-1].Role != "assistant" {
 				req.Messages = append(req.Messages, Message{Role: "assistant"})
 				n++
 			}
 			req.Messages[n-1].ToolCalls = append(req.Messages[n-1].ToolCalls, tc)
-		case it.Type == "function_call_output":
+		case it.Type == "reasoning":
+			// the fake's own reasoning, sent back: nothing to read
+		case it.Type == "function_call_output" || it.Type == "custom_tool_call_output" || it.Type == "local_shell_call_output":
 			req.Messages = append(req.Messages, Message{Role: "tool", Content: it.Output, ToolCallID: it.CallID})
 		case it.Type == "" || it.Type == "message":
 			req.Messages = append(req.Messages, Message{Role: it.Role, Content: it.Content})
@@ -89,12 +100,17 @@ func (s *Server) streamResponses(ctx context.Context, out *sseWriter, req *Reque
 	}
 	index := -1
 	open := "" // the type of the item at index still open ("" when none)
+	text := "" // the text of the open message item
 	closeItem := func() bool {
 		if open == "" {
 			return true
 		}
 		item := map[string]any{"id": fmt.Sprintf("item_%d", index), "type": open}
-		open = ""
+		if open == "message" {
+			item["role"], item["status"] = "assistant", "completed"
+			item["content"] = []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}
+		}
+		open, text = "", ""
 		return send("response.output_item.done", map[string]any{"output_index": index, "item": item})
 	}
 	openItem := func(typ string) bool {
@@ -106,8 +122,11 @@ func (s *Server) streamResponses(ctx context.Context, out *sseWriter, req *Reque
 		}
 		index++
 		open = typ
-		return send("response.output_item.added", map[string]any{"output_index": index,
-			"item": map[string]any{"id": fmt.Sprintf("item_%d", index), "type": typ}})
+		item := map[string]any{"id": fmt.Sprintf("item_%d", index), "type": typ}
+		if typ == "message" {
+			item["role"], item["status"], item["content"] = "assistant", "in_progress", []any{}
+		}
+		return send("response.output_item.added", map[string]any{"output_index": index, "item": item})
 	}
 	itemID := func() string { return fmt.Sprintf("item_%d", index) }
 	ok := play(ctx, rep.Chunks, chunkWriter{
@@ -130,7 +149,11 @@ func (s *Server) streamResponses(ctx context.Context, out *sseWriter, req *Reque
 				map[string]any{"item_id": itemID(), "output_index": index, "summary_index": 0, "delta": s})
 		},
 		text: func(s string) bool {
-			return openItem("message") && send("response.output_text.delta",
+			if !openItem("message") {
+				return false
+			}
+			text += s
+			return send("response.output_text.delta",
 				map[string]any{"item_id": itemID(), "output_index": index, "content_index": 0, "delta": s})
 		},
 	})
