@@ -299,6 +299,12 @@ func answeredCalls(calls []model.ToolCall, refs []*callRef, first int) []model.T
 // DefaultHistoryCacheBytes bounds the histories kept for replay.
 const DefaultHistoryCacheBytes = 16 << 20
 
+// ForgetHistory drops the kept history of sessionID (an archived session
+// runs no turn; if it is unarchived, its next turn replays its record).
+func (c *Owner) ForgetHistory(sessionID string) {
+	c.histories.take(sessionID)
+}
+
 // historyCache keeps the rebuilt histories of the sessions that started
 // turns lately, at most max bytes in all (least recently used first out).
 // A history is taken out while a replay extends it, so that a failed
