@@ -37,12 +37,12 @@ const (
 // VmRSS and its private part (RssAnon: what is not clean executable or
 // library pages) 0.5 s, 10 s and 60 s after it answered, a client having
 // asked for its status (a connection, a handshake and one host.status, as
-// `maka host status` does) at 5 s and nothing else happening; 1 s after
-// 1,000 turns of 16 sessions (16 clients at once, scripted model, each
-// turn a Read call and two streamed steps); 1 s after those sessions are
-// archived; and, on a second host process, the memory per idle handshaken
-// connection, measured with 1,000 of them.
-// Run with -benchtime=1x; one iteration takes about 80 s.
+// `maka host status` does) at 5 s and nothing else happening; 1 s and 10 s
+// after 1,000 turns of 16 sessions (16 clients at once, scripted model,
+// each turn a Read call and two streamed steps); 10 s after those sessions
+// are archived; and, on a second host process, the memory per idle
+// handshaken connection, measured with 1,000 of them.
+// Run with -benchtime=1x; one iteration takes about 100 s.
 func BenchmarkHostMemory(b *testing.B) {
 	bin := buildMaka(b)
 	script := filepath.Join(b.TempDir(), "script.json")
@@ -67,12 +67,15 @@ func BenchmarkHostMemory(b *testing.B) {
 		report(at(60*time.Second), "idle60s")
 
 		sessions := runMemoryTurns(b, root)
+		done := time.Now()
 		time.Sleep(time.Second)
 		report(readMemory(b, pid), "turns1000")
+		time.Sleep(time.Until(done.Add(10 * time.Second)))
+		report(readMemory(b, pid), "turns1000-idle10s")
 
 		archiveSessions(b, root, sessions)
-		time.Sleep(time.Second)
-		report(readMemory(b, pid), "archived")
+		time.Sleep(10 * time.Second)
+		report(readMemory(b, pid), "archived-idle10s")
 
 		pid, root, endpoint := serveProcess(b, bin)
 		time.Sleep(500 * time.Millisecond)
