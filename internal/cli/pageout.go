@@ -20,7 +20,9 @@ import (
 // around the one touched (and readahead reads ahead of it), so the few
 // scattered pages a request runs (its code, the function tables the GC and
 // stack unwinding read) brought back about 8 MiB of the executable per
-// first request; with it, only the pages that are touched come back.
+// first request; with it, only the pages that are touched come back. The
+// price: a page that is not in the page cache either (a cold start after
+// memory pressure) is read from disk alone, not with its neighbours.
 // A long-lived host then keeps resident only the code it actually runs.
 // Errors (an old kernel without MADV_PAGEOUT) are ignored: the advice is
 // only an optimisation.
