@@ -1,11 +1,9 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,15 +18,20 @@ import (
 	"github.com/maka-agent/maka/protocol"
 )
 
-// buildMaka builds cmd/maka with the toolchain that built this test.
+// buildMaka builds cmd/maka with the toolchain that built this test, or,
+// when MAKA_BENCH_BIN names an executable, uses that one (to compare two
+// builds with the same benchmark).
 func buildMaka(tb testing.TB) string {
 	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), "maka")
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	cmd := exec.Command(gobin, "build", "-o", bin, "github.com/maka-agent/maka/cmd/maka")
-	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("go build: %v\n%s", err, out)
+	bin := os.Getenv("MAKA_BENCH_BIN")
+	if bin == "" {
+		bin = filepath.Join(tb.TempDir(), "maka")
+		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+		cmd := exec.Command(gobin, "build", "-o", bin, "github.com/maka-agent/maka/cmd/maka")
+		cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			tb.Fatalf("go build: %v\n%s", err, out)
+		}
 	}
 	// An installed executable has long been written back to disk; one just
 	// built has not, and the kernel cannot page out dirty page-cache pages,
@@ -46,25 +49,36 @@ func buildMaka(tb testing.TB) string {
 	return bin
 }
 
-func rssKiB(tb testing.TB, pid int) int {
+// procMemory is a process's resident memory from /proc/PID/status: all of
+// it (VmRSS) and its private part (RssAnon: heap, stacks, runtime; the rest
+// is clean executable and library pages the kernel can drop and share).
+type procMemory struct{ rss, anon int }
+
+func readMemory(tb testing.TB, pid int) procMemory {
 	tb.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		tb.Fatal(err)
 	}
+	var m procMemory
+	found := 0
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			n, _ := strconv.Atoi(strings.Fields(rest)[0])
-			return n
+		for key, dst := range map[string]*int{"VmRSS:": &m.rss, "RssAnon:": &m.anon} {
+			if rest, ok := strings.CutPrefix(line, key); ok {
+				*dst, _ = strconv.Atoi(strings.Fields(rest)[0])
+				found++
+			}
 		}
 	}
-	tb.Fatal("no VmRSS")
-	return 0
+	if found != 2 {
+		tb.Fatalf("/proc/%d/status has no VmRSS or RssAnon", pid)
+	}
+	return m
 }
 
 // serveProcess starts `maka host serve` on a fresh root and waits until it
 // answers.
-func serveProcess(tb testing.TB, bin string) (pid int, root string, endpoint string) {
+func serveProcess(tb testing.TB, bin string, args ...string) (pid int, root string, endpoint string) {
 	tb.Helper()
 	root = filepath.Join(tb.TempDir(), "root")
 	capability, err := storageroot.Resolve(root, storageroot.KindInteractive)
@@ -77,7 +91,7 @@ func serveProcess(tb testing.TB, bin string) (pid int, root string, endpoint str
 		}
 	})
 	var stderr bytes.Buffer
-	cmd := exec.Command(bin, "host", "serve", "--root", root, "--idle-grace", "0", "--log-level", "error")
+	cmd := exec.Command(bin, append([]string{"host", "serve", "--root", root, "--idle-grace", "0", "--log-level", "error"}, args...)...)
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
@@ -100,46 +114,4 @@ func serveProcess(tb testing.TB, bin string) (pid int, root string, endpoint str
 	}
 	tb.Fatalf("host did not become ready: %s", stderr.String())
 	return 0, "", ""
-}
-
-// BenchmarkIdleMemory reports the resident memory of an idle host process
-// and the extra memory per idle connection, measured with 1,000 of them.
-// Run with -benchtime=1x.
-func BenchmarkIdleMemory(b *testing.B) {
-	bin := buildMaka(b)
-	for range b.N {
-		pid, root, endpoint := serveProcess(b, bin)
-		time.Sleep(500 * time.Millisecond) // let startup garbage be collected
-		idle := rssKiB(b, pid)
-
-		const n = 1000
-		conns := make([]net.Conn, 0, n)
-		for i := range n {
-			c, err := net.Dial("unix", endpoint)
-			if err != nil {
-				b.Fatal(err)
-			}
-			conns = append(conns, c)
-			fmt.Fprintf(c, `{"kind":"hello","clientInstanceId":"idle-%d","surface":"inspect","protocolMin":0,"protocolMax":0}`+"\n", i)
-			if _, err := bufio.NewReader(c).ReadSlice('\n'); err != nil {
-				b.Fatal(err)
-			}
-		}
-		res, err := client.Connect(context.Background(), client.Options{RootPath: root, Surface: protocol.SurfaceInspect})
-		if err != nil || res.Kind != client.Connected {
-			b.Fatal("observer", err)
-		}
-		st, err := res.Conn.Status(context.Background())
-		res.Conn.Close()
-		if err != nil || st.Connections != n+1 {
-			b.Fatalf("status %+v %v", st, err)
-		}
-		time.Sleep(500 * time.Millisecond)
-		loaded := rssKiB(b, pid)
-		for _, c := range conns {
-			c.Close()
-		}
-		b.ReportMetric(float64(idle)/1024, "idle-RSS-MiB")
-		b.ReportMetric(float64(loaded-idle)/n, "KiB/idle-conn")
-	}
 }

@@ -25,7 +25,9 @@ import (
 // texts and tool chunks, plus replayEventOverhead per tool event. When a
 // turn outgrows it, its oldest events (and then the oldest text of its
 // oldest message) are dropped, so a replay always joins the live stream
-// without a gap but may begin after the turn's beginning.
+// without a gap but may begin after the turn's beginning. The log lives
+// only while its turn is fenced: at most 1 MiB of host memory per running
+// turn, freed at its terminal publication.
 const TurnReplayMaxBytes = 1 << 20
 
 // replayEventOverhead is what a tool event counts in the bound besides its

@@ -176,6 +176,7 @@ func Open(ctx context.Context, rootPath string, h Host, log *slog.Logger, opts O
 		DefaultPermissionMode: c.defaultPermissionMode,
 		OnChange:              c.refresh,
 		ActiveRoot:            c.turns.ActiveRoot,
+		Archived:              c.turns.ForgetHistory,
 	})
 	c.msgs = messages.New(messages.Options{HostEpoch: hostEpoch, Store: st, Gate: c.gate, Sessions: c.turns, RequestDrain: requestDrain, Log: log})
 	if err := c.msgs.BeginHostEpoch(ctx); err != nil {

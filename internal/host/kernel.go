@@ -74,8 +74,18 @@ type Options struct {
 	// error closes the connection at once (and is logged). It runs on the
 	// connection's goroutine.
 	RefusePeer func(Peer) error
+	// OnQuiet, if set, is called once each time the ready host has had no
+	// operation in flight and no residency (no running work; connections
+	// may stay open) for QuietAfter, on a goroutine of its own. The host
+	// uses it to return the memory its work left free. It is not called
+	// once shutdown begins.
+	OnQuiet    func()
+	QuietAfter time.Duration // 0 means DefaultQuietAfter
 	Logger     *slog.Logger
 }
+
+// DefaultQuietAfter is the QuietAfter of a zero Options.
+const DefaultQuietAfter = 5 * time.Second
 
 // Kernel is a running Runtime Host.
 //
@@ -122,6 +132,15 @@ type Kernel struct {
 	changed        chan struct{} // closed and replaced on a change while watched
 	watched        bool          // someone waits on changed
 	startupDone    chan struct{}
+
+	// The quiet timer (OnQuiet): armed when the host becomes quiet and
+	// left running while work comes and goes; activity counts the
+	// in-flight changes, so that at expiry it can tell whether the host
+	// stayed quiet since it was armed (activityArmed) or must wait again.
+	quietTimer    *time.Timer
+	quietArmed    bool
+	activity      uint64
+	activityArmed uint64
 
 	acceptDone chan struct{}
 	conns      sync.WaitGroup
@@ -380,6 +399,7 @@ func (k *Kernel) setState(state protocol.HostState) error {
 	}
 	k.mu.Lock()
 	k.evaluateIdleLocked()
+	k.evaluateQuietLocked()
 	k.mu.Unlock()
 	return nil
 }
@@ -801,6 +821,8 @@ func (k *Kernel) updateInFlight(change func(*inFlight)) {
 	change(&k.inFlight)
 	k.notifyLocked()
 	k.evaluateIdleLocked()
+	k.activity++
+	k.evaluateQuietLocked()
 	commit := k.inShutdown.Load() && !k.committed && k.inFlight.commands == 0
 	k.mu.Unlock()
 	if commit {
@@ -970,6 +992,51 @@ func (k *Kernel) evaluateIdleLocked() {
 	k.idleTimer = t
 }
 
+// ---- quiet ----
+
+func (k *Kernel) quietLocked() bool {
+	pinned := int64(0)
+	if k.inFlight.retained {
+		pinned = 1
+	}
+	return k.state == protocol.StateReady && !k.inShutdown.Load() && k.inFlight.ops == 0 && k.inFlight.residencies == pinned
+}
+
+// evaluateQuietLocked arms the quiet timer when the host has just become
+// quiet. It is never stopped by activity (that would cost a timer change
+// per request): quietExpired looks at what happened meanwhile.
+func (k *Kernel) evaluateQuietLocked() {
+	if k.opts.OnQuiet == nil || k.quietArmed || !k.quietLocked() {
+		return
+	}
+	k.quietArmed, k.activityArmed = true, k.activity
+	after := durationOrDefault(k.opts.QuietAfter, DefaultQuietAfter)
+	if k.quietTimer == nil {
+		k.quietTimer = time.AfterFunc(after, k.quietExpired)
+	} else {
+		k.quietTimer.Reset(after)
+	}
+}
+
+func (k *Kernel) quietExpired() {
+	k.mu.Lock()
+	if !k.quietArmed {
+		k.mu.Unlock()
+		return
+	}
+	k.quietArmed = false
+	fire := k.quietLocked() && k.activity == k.activityArmed
+	if !fire {
+		// Work came (and maybe went) since: wait for a whole quiet
+		// period again if the host is quiet now, else for it to be.
+		k.evaluateQuietLocked()
+	}
+	k.mu.Unlock()
+	if fire {
+		k.opts.OnQuiet()
+	}
+}
+
 // ---- drain and shutdown ----
 
 // RequestDrain begins a graceful shutdown: new handshakes get draining and
@@ -996,6 +1063,10 @@ func (k *Kernel) requestDrainLocked() {
 	}
 	k.inShutdown.Store(true)
 	k.cancelIdleLocked()
+	if k.quietTimer != nil {
+		k.quietTimer.Stop()
+		k.quietArmed = false
+	}
 	k.deadlineTimer = time.AfterFunc(k.opts.ShutdownGrace, k.deadlineExpired)
 	k.notifyLocked()
 }

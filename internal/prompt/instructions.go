@@ -20,7 +20,9 @@ const MaxInstructionBytes = 32 << 10
 // cutReserve is the room kept for the note of a cut.
 const cutReserve = 512
 
-// maxCachedFiles bounds the instruction files kept between turns.
+// maxCachedFiles bounds the instruction files kept between turns; each
+// keeps at most MaxInstructionBytes of text, so the cache holds at most
+// 8 MiB (in practice a few KiB: one or two files per workspace).
 const maxCachedFiles = 256
 
 // Instruction file names: AGENTS.md, else CLAUDE.md in a directory that

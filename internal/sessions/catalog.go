@@ -189,6 +189,9 @@ func (s *Service) handleLifecycleSet(ctx context.Context, call *host.Call) host.
 	if err != nil {
 		return failure(err)
 	}
+	if changed && archive && s.opts.Archived != nil {
+		s.opts.Archived(in.SessionID)
+	}
 	return host.OK(out)
 }
 

@@ -73,6 +73,10 @@ type Options struct {
 	// session cannot be archived. It is called inside the session's lane.
 	// Nil means no session ever has an active root turn.
 	ActiveRoot func(sessionID string) bool
+	// Archived is called after sessionID was durably archived, outside its
+	// lane: what is kept in memory for its turns can go, since an archived
+	// session runs none. Nil: nothing is told.
+	Archived func(sessionID string)
 	// SandboxStatus reports whether this machine can enforce a sandbox and,
 	// when it cannot, why (nil: it cannot, for no stated reason).
 	SandboxStatus func() (available bool, reason string)

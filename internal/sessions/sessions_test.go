@@ -1136,3 +1136,27 @@ func FuzzParseCursors(f *testing.F) {
 		}
 	})
 }
+
+// Archived is told of each durable archive, and only of that.
+func TestLifecycleArchivedHook(t *testing.T) {
+	var mu sync.Mutex
+	var told []string
+	f := newFixture(t, func(_ *fixture, o *Options) {
+		o.Archived = func(id string) {
+			mu.Lock()
+			told = append(told, id)
+			mu.Unlock()
+		}
+	})
+	f.createN(2, func(i int) string { return fmt.Sprintf("s%d", i) }, func(int) int64 { return 1 })
+	expectOK[protocol.SessionSummary](t, f.lifecycle("s1", protocol.SessionActionArchive))
+	expectOK[protocol.SessionSummary](t, f.lifecycle("s1", protocol.SessionActionArchive)) // unchanged
+	expectOK[protocol.SessionSummary](t, f.lifecycle("s1", protocol.SessionActionUnarchive))
+	f.setBusy("s0", true)
+	f.lifecycle("s0", protocol.SessionActionArchive) // refused: a root turn runs
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(told, []string{"s1"}) {
+		t.Fatalf("Archived told %v, want [s1]", told)
+	}
+}

@@ -84,8 +84,17 @@ const (
 	walAutoCheckpoint = 4096
 	// walSizeLimit is the size the WAL file is truncated to after a reset.
 	walSizeLimit = 64 << 20
-	// writerCacheKiB is the page cache of the writer connection.
-	writerCacheKiB = 16 << 10
+	// The page caches (SQLite's cache_size, each connection its own): they
+	// hold pages the connection read or wrote, up to the bound, in memory
+	// that the host keeps once it has been used. A miss re-reads the page
+	// from the WAL or the database file, which the operating system keeps
+	// in its own (shared, reclaimable) page cache. The bounds are the
+	// host's largest private memory after work (docs/benchmarks.md,
+	// "Memory"): writer 2 MiB, each of the MaxReaders readers 1 MiB, the
+	// checkpointer (which copies WAL frames and reads little) 256 KiB.
+	writerCacheKiB       = 2 << 10
+	readerCacheKiB       = 1 << 10
+	checkpointerCacheKiB = 256
 	// stmtCacheLimit bounds the number of statements each prepared-statement
 	// cache keeps.
 	stmtCacheLimit = 256
@@ -293,6 +302,7 @@ func (s *Store) open(ctx context.Context, path string, opts Options, migrations 
 		"mode":          {"ro"},
 		"_busy_timeout": {busy},
 		"_query_only":   {"1"},
+		"_pragma":       {fmt.Sprintf("cache_size(-%d)", readerCacheKiB)},
 		"_error_rc":     {"1"},
 		"_dqs":          {"0"},
 	})
@@ -304,6 +314,7 @@ func (s *Store) open(ctx context.Context, path string, opts Options, migrations 
 		"mode":          {"rw"},
 		"_busy_timeout": {busy},
 		"_synchronous":  {"FULL"},
+		"_pragma":       {fmt.Sprintf("cache_size(-%d)", checkpointerCacheKiB)},
 		"_error_rc":     {"1"},
 	})
 	if err != nil {

@@ -482,3 +482,27 @@ func buildHistory(events []recordEvent) ([]model.Message, error) {
 	}
 	return h.messages(), nil
 }
+
+// An archived session's kept history is dropped; its next replay (after
+// an unarchive) rebuilds the same conversation from the record.
+func TestForgetHistory(t *testing.T) {
+	st, _ := replayStore(t, 3)
+	ctx := testCtxInternal(t)
+	c := &Owner{opts: Options{Store: st}}
+	c.histories.max = DefaultHistoryCacheBytes
+	before, err := c.replay(ctx, admission{SessionID: "s", ChainSeq: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ForgetHistory("s")
+	if c.histories.size != 0 || c.histories.order.Len() != 0 {
+		t.Fatalf("history still kept: %d bytes, %d entries", c.histories.size, c.histories.order.Len())
+	}
+	after, err := c.replay(ctx, admission{SessionID: "s", ChainSeq: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !historyEqual(before, after) || len(after) != 12 {
+		t.Fatalf("replay after forgetting: %d messages, before %d", len(after), len(before))
+	}
+}
