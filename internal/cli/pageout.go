@@ -40,7 +40,7 @@ func pageOutExecutable() {
 	for sc.Scan() {
 		// address perms offset dev inode path
 		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 || fields[5] != exe || strings.Contains(fields[1], "w") {
+		if len(fields) < 6 || mapsPath(sc.Text()) != exe || strings.Contains(fields[1], "w") {
 			continue
 		}
 		lo, hi, ok := strings.Cut(fields[0], "-")
@@ -55,4 +55,19 @@ func pageOutExecutable() {
 		_, _, _ = unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), unix.MADV_RANDOM)
 		_, _, _ = unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), unix.MADV_PAGEOUT)
 	}
+}
+
+// mapsPath is the path of a /proc/PID/maps line: the rest of the line
+// after its fifth field (address, perms, offset, dev, inode), which may
+// hold spaces; "" when there is none.
+func mapsPath(line string) string {
+	for range 5 {
+		line = strings.TrimLeft(line, " ")
+		i := strings.IndexByte(line, ' ')
+		if i < 0 {
+			return ""
+		}
+		line = line[i:]
+	}
+	return strings.TrimLeft(line, " ")
 }

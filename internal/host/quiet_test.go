@@ -43,3 +43,4 @@ func TestOnQuietAfterWorkEnds(t *testing.T) {
 	}
 	wait("no OnQuiet after a request, with its connection open")
 }
+
