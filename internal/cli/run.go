@@ -75,7 +75,7 @@ func (h *hostFlags) connect(ctx context.Context, surface protocol.Surface) (*cli
 	}
 	exe, err := hostExecutable()
 	if err != nil {
-		return nil, exitf(1, "cannot find the maka executable to start the runtime host: %v", err)
+		return nil, exitf(1, "cannot start the runtime host: %v", err)
 	}
 	res, err := client.ConnectOrSpawn(ctx, client.Options{RootPath: root, Surface: surface},
 		client.SpawnOptions{Executable: exe, ExtraArgs: h.hostArgs})
