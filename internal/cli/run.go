@@ -21,9 +21,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/maka-agent/maka/client"
-	"github.com/maka-agent/maka/internal/model"
-	"github.com/maka-agent/maka/internal/sandbox"
-	"github.com/maka-agent/maka/internal/tools"
+	"github.com/maka-agent/maka/internal/permsyntax"
+	"github.com/maka-agent/maka/internal/providerinfo"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -286,18 +285,18 @@ func parseRunRequest(o runOptions, args []string, stdin io.Reader) (runRequest, 
 		return r, exitf(2, "invalid --session %q: session ids are letters, digits, '-' and '_' (see 'maka sessions list')", o.session)
 	}
 	if o.permissionMode != "" {
-		m, err := tools.ParseMode(o.permissionMode)
+		m, err := permsyntax.ParseMode(o.permissionMode)
 		if err != nil {
 			return r, exitf(2, "invalid --permission-mode: %v", err)
 		}
 		r.mode = protocol.PermissionMode(m)
 	}
 	if o.sandbox != "" {
-		if _, ok := sandbox.ParseMode(o.sandbox); !ok {
+		if !permsyntax.ValidSandboxMode(o.sandbox) {
 			return r, exitf(2, "invalid --sandbox %q (want workspace-write, read-only or off)", o.sandbox)
 		}
 	}
-	if _, err := model.ParseEffort(o.thinking); err != nil {
+	if err := providerinfo.CheckEffort(o.thinking); err != nil {
 		return r, exitf(2, "invalid --thinking %q (want off, low, medium or high)", o.thinking)
 	}
 	if o.connection != "" && !protocol.IsConnectionSlug(o.connection) {
@@ -309,9 +308,9 @@ func parseRunRequest(o runOptions, args []string, stdin io.Reader) (runRequest, 
 	for _, rs := range []struct {
 		effect string
 		list   []string
-	}{{tools.RuleDeny, o.deny}, {tools.RuleAllow, o.allow}} {
+	}{{permsyntax.RuleDeny, o.deny}, {permsyntax.RuleAllow, o.allow}} {
 		for _, s := range rs.list {
-			rule, err := tools.ParseRule(rs.effect, s)
+			rule, err := permsyntax.ParseRule(rs.effect, s)
 			if err != nil {
 				return r, exitf(2, "invalid --%s: %v (examples: Read, 'Bash(git status)', 'Read(src/**)', category:file_write)", rs.effect, err)
 			}
@@ -1294,9 +1293,9 @@ func (p permissionRequest) suggestRule() string {
 	if p.escalation {
 		return ""
 	}
-	if strings.EqualFold(p.tool, tools.NameBash) && p.command != "" {
-		rule := tools.NameBash + "(" + tools.CanonicalCommand(p.command) + ")"
-		if parsed, err := tools.ParseRule(tools.RuleAllow, rule); err == nil && parsed.String() == rule {
+	if strings.EqualFold(p.tool, permsyntax.NameBash) && p.command != "" {
+		rule := permsyntax.NameBash + "(" + permsyntax.CanonicalCommand(p.command) + ")"
+		if parsed, err := permsyntax.ParseRule(permsyntax.RuleAllow, rule); err == nil && parsed.String() == rule {
 			return rule
 		}
 	}
@@ -1320,7 +1319,7 @@ func describePermission(req protocol.InteractionRequest) permissionRequest {
 		}
 		return out
 	case protocol.SandboxEscalationPrompt:
-		return permissionRequest{tool: tools.NameBash, category: pr.Category, command: pr.Command, escalation: true}
+		return permissionRequest{tool: permsyntax.NameBash, category: pr.Category, command: pr.Command, escalation: true}
 	case protocol.AdditionalPermissionsPrompt:
 		return permissionRequest{tool: pr.ToolName, category: pr.Category}
 	}
