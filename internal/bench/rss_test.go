@@ -20,12 +20,14 @@ import (
 	"github.com/maka-agent/maka/protocol"
 )
 
-// buildMaka builds cmd/maka with the toolchain that built this test.
+// buildMaka builds the executables (maka, and maka-host which "maka host
+// serve" execs) with the toolchain that built this test; it returns maka.
 func buildMaka(tb testing.TB) string {
 	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), "maka")
+	dir := tb.TempDir()
+	bin := filepath.Join(dir, "maka")
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	cmd := exec.Command(gobin, "build", "-o", bin, "github.com/maka-agent/maka/cmd/maka")
+	cmd := exec.Command(gobin, "build", "-o", dir, "github.com/maka-agent/maka/cmd/...")
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		tb.Fatalf("go build: %v\n%s", err, out)
@@ -35,7 +37,7 @@ func buildMaka(tb testing.TB) string {
 	// so without this the host's MADV_PAGEOUT after start frees nothing and
 	// the measure counts about 15 MiB of executable that no installed host
 	// keeps resident.
-	f, err := os.Open(bin)
+	f, err := os.Open(filepath.Join(dir, "maka-host")) // what 'maka host serve' execs
 	if err != nil {
 		tb.Fatal(err)
 	}
