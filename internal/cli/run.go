@@ -121,12 +121,25 @@ func (h *hostFlags) open(cmd *cobra.Command) (ctx context.Context, conn *client.
 	return ctx, conn, func() { conn.Close(); stop() }, nil
 }
 
+// Polling of a host that is not ready yet: every readyPollFast (after 1, 2
+// and 4 ms) during its first readyFastFor, the usual start-up of a fresh
+// host (the store's open and recovery take tens of milliseconds), then
+// every readyPollSlow. host.status is answered on the connection's reader,
+// so a fast poll costs the host little; a longer one (the recovery of many
+// sessions) does not need it.
+const (
+	readyPollFast = 8 * time.Millisecond
+	readyFastFor  = time.Second
+	readyPollSlow = 100 * time.Millisecond
+)
+
 // waitReady polls host.status until the host is ready (a freshly started
 // host recovers its sessions first).
 func waitReady(ctx context.Context, c *client.Conn) error {
 	ctx, cancel := context.WithTimeout(ctx, hostReadyTimeout)
 	defer cancel()
-	delay := 2 * time.Millisecond
+	begin := time.Now()
+	delay := time.Millisecond
 	for {
 		st, err := c.Status(ctx)
 		if err != nil {
@@ -145,7 +158,10 @@ func waitReady(ctx context.Context, c *client.Conn) error {
 			return fmt.Errorf("host still %s: %w", st.State, ctx.Err())
 		case <-t.C:
 		}
-		delay = min(2*delay, 100*time.Millisecond)
+		delay = min(2*delay, readyPollFast)
+		if time.Since(begin) > readyFastFor {
+			delay = readyPollSlow
+		}
 	}
 }
 
