@@ -74,6 +74,12 @@ func (h *hostFlags) connect(ctx context.Context, surface protocol.Surface) (*cli
 	}
 	exe, err := hostExecutable()
 	if err != nil {
+		// Without maka-host a host that is already up still serves.
+		if res, cerr := client.ConnectExisting(ctx, client.Options{RootPath: root, Surface: surface}); cerr == nil && res.Kind == client.Connected {
+			return h.ready(ctx, root, res.Conn)
+		} else if res.Conn != nil {
+			res.Conn.Close()
+		}
 		return nil, exitf(1, "cannot start the runtime host: %v", err)
 	}
 	res, err := client.ConnectOrSpawn(ctx, client.Options{RootPath: root, Surface: surface},
@@ -91,19 +97,25 @@ func (h *hostFlags) connect(ctx context.Context, surface protocol.Surface) (*cli
 	default:
 		return nil, exitf(1, "%s; see the host log %s and 'maka host status%s'", res, res.LogFile, h.rootHint())
 	}
-	if err := waitReady(ctx, res.Conn); err != nil {
-		res.Conn.Close()
+	return h.ready(ctx, root, res.Conn)
+}
+
+// ready waits until the host of conn is ready and says when it runs
+// another build; it closes conn on failure.
+func (h *hostFlags) ready(ctx context.Context, root string, conn *client.Conn) (*client.Conn, error) {
+	if err := waitReady(ctx, conn); err != nil {
+		conn.Close()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, exitf(1, "the runtime host of %s did not become ready: %v; see 'maka host status%s'", root, err, h.rootHint())
 	}
-	if pid, err := res.Conn.PeerPID(); err == nil {
+	if pid, err := conn.PeerPID(); err == nil {
 		if same, known := sameBuild(pid); known && !same {
 			fmt.Fprintln(notices, otherBuildNotice(pid, h.rootHint()))
 		}
 	}
-	return res.Conn, nil
+	return conn, nil
 }
 
 // notices receives the one-line notices of commands that are not their
