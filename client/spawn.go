@@ -56,7 +56,8 @@ const hostLogMaxBytes = 8 << 20
 // SpawnOptions configure how ConnectOrSpawn starts a host when none
 // answers.
 type SpawnOptions struct {
-	// Executable is the maka binary to run; default: os.Executable().
+	// Executable is the runtime host's executable (maka-host), run with
+	// Args; default: os.Executable().
 	Executable string
 	// Args builds the candidate's arguments (after the executable) for the
 	// resolved root; nil means HostServeArgs followed by --idle-grace (when
@@ -126,8 +127,9 @@ const SpawnedIdleGrace = 30 * time.Second
 // candidate: it refuses to start unless the root still has rootID, exits
 // with code 2 when another host already owns the root, and exits after
 // SpawnedIdleGrace idle unless the caller appends another --idle-grace.
+// They are the arguments of the host's executable, maka-host ("serve ...").
 func HostServeArgs(rootPath, rootID string) []string {
-	return []string{"host", "serve", "--root", rootPath, "--expected-root-id", rootID, "--idle-grace", SpawnedIdleGrace.String()}
+	return []string{"serve", "--root", rootPath, "--expected-root-id", rootID, "--idle-grace", SpawnedIdleGrace.String()}
 }
 
 func (s *SpawnOptions) normalize() error {
@@ -143,7 +145,7 @@ func (s *SpawnOptions) normalize() error {
 	if s.Executable == "" && s.Launch == nil {
 		exe, err := os.Executable()
 		if err != nil {
-			return fmt.Errorf("client: cannot find the maka executable: %w", err)
+			return fmt.Errorf("client: cannot find the host executable: %w", err)
 		}
 		s.Executable = exe
 	}

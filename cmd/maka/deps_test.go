@@ -22,6 +22,67 @@ var tuiOnly = []string{
 	"github.com/muesli/",
 }
 
+// hostOnly are the packages only the runtime host (cmd/maka-host) may
+// link: the store's SQLite, the model SDKs, the MCP SDK, the web page
+// converter, the Landlock library and the host's own packages. A client
+// that links them pays for their code and tables in every command.
+var hostOnly = []string{
+	"modernc.org/sqlite",
+	"modernc.org/libc",
+	"github.com/openai/openai-go",
+	"github.com/anthropics/anthropic-sdk-go",
+	"github.com/modelcontextprotocol/go-sdk",
+	"github.com/JohannesKaufmann/html-to-markdown",
+	"github.com/landlock-lsm/go-landlock",
+	"github.com/maka-agent/maka/internal/domain",
+	"github.com/maka-agent/maka/internal/host",
+	"github.com/maka-agent/maka/internal/hostproc",
+	"github.com/maka-agent/maka/internal/store",
+	"github.com/maka-agent/maka/internal/model",
+	"github.com/maka-agent/maka/internal/tools",
+	"github.com/maka-agent/maka/internal/sandbox",
+	"github.com/maka-agent/maka/internal/turns",
+	"github.com/maka-agent/maka/internal/mcp",
+	"github.com/maka-agent/maka/internal/config",
+}
+
+// linked reports whether dep is pkg or one of its subpackages (or, for a
+// prefix ending in "/", under it).
+func linked(dep, pkg string) bool {
+	return dep == pkg || strings.HasPrefix(dep, pkg+"/") || strings.HasSuffix(pkg, "/") && strings.HasPrefix(dep, pkg)
+}
+
+// Neither maka nor maka-tui links the runtime host: they start maka-host.
+func TestClientsDoNotLinkTheHost(t *testing.T) {
+	for _, client := range []string{"cmd/maka", "cmd/maka-tui"} {
+		for _, d := range goListDeps(t, "github.com/maka-agent/maka/"+client) {
+			for _, p := range hostOnly {
+				if linked(d, p) {
+					t.Errorf("%s links %s; the runtime host's packages belong to cmd/maka-host only", client, d)
+				}
+			}
+		}
+	}
+	// The check can fail: the host does link them.
+	host := goListDeps(t, "github.com/maka-agent/maka/cmd/maka-host")
+	for _, p := range []string{"modernc.org/sqlite", "github.com/openai/openai-go", "github.com/landlock-lsm/go-landlock", "github.com/maka-agent/maka/internal/domain"} {
+		found := false
+		for _, d := range host {
+			found = found || linked(d, p)
+		}
+		if !found {
+			t.Errorf("cmd/maka-host does not link %s: the dependency list is not what this test expects", p)
+		}
+	}
+	for _, d := range host {
+		for _, p := range tuiOnly {
+			if strings.HasPrefix(d, p) {
+				t.Errorf("cmd/maka-host links %s; the terminal UI's packages belong to cmd/maka-tui only", d)
+			}
+		}
+	}
+}
+
 func TestMakaDoesNotLinkTheTerminalUI(t *testing.T) {
 	deps := goListDeps(t, "github.com/maka-agent/maka/cmd/maka")
 	for _, d := range deps {

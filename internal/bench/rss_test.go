@@ -18,16 +18,20 @@ import (
 	"github.com/maka-agent/maka/protocol"
 )
 
-// buildMaka builds cmd/maka with the toolchain that built this test, or,
-// when MAKA_BENCH_BIN names an executable, uses that one (to compare two
-// builds with the same benchmark).
+// buildMaka builds the executables (maka, and maka-host which "maka host
+// serve" execs) with the toolchain that built this test and returns maka;
+// when MAKA_BENCH_BIN names a maka executable it uses that one instead (to
+// compare two builds with the same benchmark; an older single executable
+// serves the host itself).
 func buildMaka(tb testing.TB) string {
 	tb.Helper()
 	bin := os.Getenv("MAKA_BENCH_BIN")
+	dir := filepath.Dir(bin)
 	if bin == "" {
-		bin = filepath.Join(tb.TempDir(), "maka")
+		dir = tb.TempDir()
+		bin = filepath.Join(dir, "maka")
 		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		cmd := exec.Command(gobin, "build", "-o", bin, "github.com/maka-agent/maka/cmd/maka")
+		cmd := exec.Command(gobin, "build", "-o", dir, "github.com/maka-agent/maka/cmd/...")
 		cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			tb.Fatalf("go build: %v\n%s", err, out)
@@ -38,7 +42,11 @@ func buildMaka(tb testing.TB) string {
 	// so without this the host's MADV_PAGEOUT after start frees nothing and
 	// the measure counts about 15 MiB of executable that no installed host
 	// keeps resident.
-	f, err := os.Open(bin)
+	served := filepath.Join(dir, "maka-host") // what 'maka host serve' execs
+	if _, err := os.Stat(served); err != nil {
+		served = bin // a single executable that serves the host itself
+	}
+	f, err := os.Open(served)
 	if err != nil {
 		tb.Fatal(err)
 	}

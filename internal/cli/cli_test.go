@@ -52,8 +52,8 @@ func runTests(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	makaBin = filepath.Join(dir, "maka")
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	// maka and, next to it, the terminal UI it execs.
-	build := exec.Command(gobin, "build", "-o", dir, "github.com/maka-agent/maka/cmd/maka", "github.com/maka-agent/maka/cmd/maka-tui")
+	// maka and, next to it, the runtime host and the terminal UI it execs.
+	build := exec.Command(gobin, "build", "-o", dir, "github.com/maka-agent/maka/cmd/maka", "github.com/maka-agent/maka/cmd/maka-host", "github.com/maka-agent/maka/cmd/maka-tui")
 	build.Env = append(os.Environ(), "GOTOOLCHAIN=local")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)

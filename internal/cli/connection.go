@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/maka-agent/maka/client"
-	"github.com/maka-agent/maka/internal/model"
+	"github.com/maka-agent/maka/internal/providerinfo"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -298,13 +298,13 @@ func explainModelUnavailable(ctx context.Context, c *client.Conn, sessionID, roo
 		return "connection " + conn.Slug + " is disabled; enable it, or choose another default with 'maka connection default SLUG" + rootHint + "' (connections: " +
 			strings.Join(cat.slugs(), ", ") + ")"
 	}
-	if why := model.Unsupported(conn.ProviderType); why != "" {
+	if why := providerinfo.Unsupported(conn.ProviderType); why != "" {
 		return "connection " + conn.Slug + ": " + why
 	}
 	if !slices.Contains(conn.EnabledModelIDs, t.model) {
 		return "model " + t.model + " is not enabled on connection " + conn.Slug + " (enabled: " + strings.Join(conn.EnabledModelIDs, ", ") + ")"
 	}
-	if !model.KeyOptional(conn.ProviderType) {
+	if !providerinfo.KeyOptional(conn.ProviderType) {
 		if configured, err := credentialConfigured(ctx, c, conn); err == nil && !configured {
 			return "no API key is stored for connection " + conn.Slug + "; set one with 'maka connection set-key " + conn.Slug + rootHint + "' (the key is read from stdin)"
 		}
@@ -422,7 +422,7 @@ func connectionAdd(cmd *cobra.Command, o connectionAddOptions, args []string) er
 	if !slices.Contains(protocol.ProviderTypes, o.provider) {
 		return exitf(2, "unknown --provider %q; one of: %s", o.provider, strings.Join(protocol.ProviderTypes, ", "))
 	}
-	if why := model.Unsupported(o.provider); why != "" {
+	if why := providerinfo.Unsupported(o.provider); why != "" {
 		return exitf(2, "%s", why)
 	}
 	slug := o.provider
@@ -505,7 +505,7 @@ func connectionAdd(cmd *cobra.Command, o connectionAddOptions, args []string) er
 			return exitf(1, "the connection was added but its key was not stored: %v; retry with 'maka connection set-key %s%s'", err, slug, hint)
 		}
 		fmt.Fprintln(out, "stored its API key")
-	} else if model.KeyOptional(o.provider) {
+	} else if providerinfo.KeyOptional(o.provider) {
 		if auth != protocol.AuthNone {
 			fmt.Fprintf(out, "no API key stored: requests are sent without one (set one with 'maka connection set-key %s%s' if the server needs it)\n", slug, hint)
 		}
@@ -683,7 +683,7 @@ func newConnectionListCommand() *cobra.Command {
 					key = "not needed"
 				case r.KeyConfigured:
 					key = "stored"
-				case model.KeyOptional(r.ProviderType):
+				case providerinfo.KeyOptional(r.ProviderType):
 					key = "none"
 				default:
 					key = "missing"

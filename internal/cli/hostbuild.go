@@ -8,15 +8,23 @@ import (
 	"strconv"
 )
 
-// Build skew: a host keeps running the maka it was started from, so after
-// an upgrade (or with a second install) a command can talk to another
-// build than its own. The two are told apart by the Go build ID of each
-// executable, read from the running host's /proc/PID/exe (which still
-// opens the original file after it was replaced); where that cannot be
-// read (not Linux, another user) nothing is said.
+// Build skew: a host keeps running the maka-host it was started from, so
+// after an upgrade (or with a second install) a command can talk to
+// another build than the one it would start. The identity compared is the
+// Go build ID of the host executable: the running host's (read from its
+// /proc/PID/exe, which still opens the original file after it was
+// replaced) against the maka-host this command starts (next to it, else on
+// PATH). maka, maka-host and maka-tui are separate executables with
+// different build IDs, but all three start the same maka-host, so the
+// question a notice answers is the one the user can act on: would
+// stopping the host and letting the next command start one run another
+// program? The Go build ID answers it exactly (it hashes the inputs and
+// the build, so an uncommitted change counts, where a VCS revision would
+// not). Where it cannot be read (not Linux, another user, no maka-host
+// found) nothing is said.
 
-// sameBuild reports whether process pid runs the same build of maka as
-// this command; known is false when that cannot be told.
+// sameBuild reports whether process pid runs the maka-host this command
+// starts; known is false when that cannot be told.
 func sameBuild(pid int) (same, known bool) {
 	if pid <= 0 {
 		return false, false
@@ -37,9 +45,9 @@ func sameBuild(pid int) (same, known bool) {
 }
 
 // otherBuildNotice is what a command says when its host runs another
-// build of maka.
+// build of maka-host.
 func otherBuildNotice(pid int, rootHint string) string {
-	return fmt.Sprintf("maka: the runtime host (pid %d) runs another build of maka than this command; "+
+	return fmt.Sprintf("maka: the runtime host (pid %d) runs another build of maka-host than the one this command starts; "+
 		"stop it with 'maka host stop%s' once its work is done, and the next command starts this build", pid, rootHint)
 }
 

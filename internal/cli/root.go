@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"github.com/maka-agent/maka/internal/storageroot"
 )
 
 // Version is the maka version, set at build time with
@@ -141,20 +141,7 @@ func newVersionCommand() *cobra.Command {
 }
 
 // defaultRoot is ${MAKA_ROOT}, else ${XDG_CONFIG_HOME:-~/.config}/Maka/workspaces/default.
-func defaultRoot() (string, error) {
-	if r := os.Getenv("MAKA_ROOT"); r != "" {
-		return r, nil
-	}
-	base := os.Getenv("XDG_CONFIG_HOME")
-	if base == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("cannot find the home directory (set MAKA_ROOT or --root): %w", err)
-		}
-		base = filepath.Join(home, ".config")
-	}
-	return filepath.Join(base, "Maka", "workspaces", "default"), nil
-}
+func defaultRoot() (string, error) { return storageroot.DefaultPath() }
 
 // rootFlag resolves --root, falling back to the default root.
 func rootFlag(flag string) (string, error) {

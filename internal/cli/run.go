@@ -21,9 +21,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/maka-agent/maka/client"
-	"github.com/maka-agent/maka/internal/model"
-	"github.com/maka-agent/maka/internal/sandbox"
-	"github.com/maka-agent/maka/internal/tools"
+	"github.com/maka-agent/maka/internal/permsyntax"
+	"github.com/maka-agent/maka/internal/providerinfo"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -75,7 +74,13 @@ func (h *hostFlags) connect(ctx context.Context, surface protocol.Surface) (*cli
 	}
 	exe, err := hostExecutable()
 	if err != nil {
-		return nil, exitf(1, "cannot find the maka executable to start the runtime host: %v", err)
+		// Without maka-host a host that is already up still serves.
+		if res, cerr := client.ConnectExisting(ctx, client.Options{RootPath: root, Surface: surface}); cerr == nil && res.Kind == client.Connected {
+			return h.ready(ctx, root, res.Conn)
+		} else if res.Conn != nil {
+			res.Conn.Close()
+		}
+		return nil, exitf(1, "cannot start the runtime host: %v", err)
 	}
 	res, err := client.ConnectOrSpawn(ctx, client.Options{RootPath: root, Surface: surface},
 		client.SpawnOptions{Executable: exe, ExtraArgs: h.hostArgs})
@@ -92,19 +97,25 @@ func (h *hostFlags) connect(ctx context.Context, surface protocol.Surface) (*cli
 	default:
 		return nil, exitf(1, "%s; see the host log %s and 'maka host status%s'", res, res.LogFile, h.rootHint())
 	}
-	if err := waitReady(ctx, res.Conn); err != nil {
-		res.Conn.Close()
+	return h.ready(ctx, root, res.Conn)
+}
+
+// ready waits until the host of conn is ready and says when it runs
+// another build; it closes conn on failure.
+func (h *hostFlags) ready(ctx context.Context, root string, conn *client.Conn) (*client.Conn, error) {
+	if err := waitReady(ctx, conn); err != nil {
+		conn.Close()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, exitf(1, "the runtime host of %s did not become ready: %v; see 'maka host status%s'", root, err, h.rootHint())
 	}
-	if pid, err := res.Conn.PeerPID(); err == nil {
+	if pid, err := conn.PeerPID(); err == nil {
 		if same, known := sameBuild(pid); known && !same {
 			fmt.Fprintln(notices, otherBuildNotice(pid, h.rootHint()))
 		}
 	}
-	return res.Conn, nil
+	return conn, nil
 }
 
 // notices receives the one-line notices of commands that are not their
@@ -122,12 +133,25 @@ func (h *hostFlags) open(cmd *cobra.Command) (ctx context.Context, conn *client.
 	return ctx, conn, func() { conn.Close(); stop() }, nil
 }
 
+// Polling of a host that is not ready yet: every readyPollFast (after 1, 2
+// and 4 ms) during its first readyFastFor, the usual start-up of a fresh
+// host (the store's open and recovery take tens of milliseconds), then
+// every readyPollSlow. host.status is answered on the connection's reader,
+// so a fast poll costs the host little; a longer one (the recovery of many
+// sessions) does not need it.
+const (
+	readyPollFast = 8 * time.Millisecond
+	readyFastFor  = time.Second
+	readyPollSlow = 100 * time.Millisecond
+)
+
 // waitReady polls host.status until the host is ready (a freshly started
 // host recovers its sessions first).
 func waitReady(ctx context.Context, c *client.Conn) error {
 	ctx, cancel := context.WithTimeout(ctx, hostReadyTimeout)
 	defer cancel()
-	delay := 2 * time.Millisecond
+	begin := time.Now()
+	delay := time.Millisecond
 	for {
 		st, err := c.Status(ctx)
 		if err != nil {
@@ -146,7 +170,10 @@ func waitReady(ctx context.Context, c *client.Conn) error {
 			return fmt.Errorf("host still %s: %w", st.State, ctx.Err())
 		case <-t.C:
 		}
-		delay = min(2*delay, 100*time.Millisecond)
+		delay = min(2*delay, readyPollFast)
+		if time.Since(begin) > readyFastFor {
+			delay = readyPollSlow
+		}
 	}
 }
 
@@ -286,18 +313,18 @@ func parseRunRequest(o runOptions, args []string, stdin io.Reader) (runRequest, 
 		return r, exitf(2, "invalid --session %q: session ids are letters, digits, '-' and '_' (see 'maka sessions list')", o.session)
 	}
 	if o.permissionMode != "" {
-		m, err := tools.ParseMode(o.permissionMode)
+		m, err := permsyntax.ParseMode(o.permissionMode)
 		if err != nil {
 			return r, exitf(2, "invalid --permission-mode: %v", err)
 		}
 		r.mode = protocol.PermissionMode(m)
 	}
 	if o.sandbox != "" {
-		if _, ok := sandbox.ParseMode(o.sandbox); !ok {
+		if !permsyntax.ValidSandboxMode(o.sandbox) {
 			return r, exitf(2, "invalid --sandbox %q (want workspace-write, read-only or off)", o.sandbox)
 		}
 	}
-	if _, err := model.ParseEffort(o.thinking); err != nil {
+	if err := providerinfo.CheckEffort(o.thinking); err != nil {
 		return r, exitf(2, "invalid --thinking %q (want off, low, medium or high)", o.thinking)
 	}
 	if o.connection != "" && !protocol.IsConnectionSlug(o.connection) {
@@ -309,9 +336,9 @@ func parseRunRequest(o runOptions, args []string, stdin io.Reader) (runRequest, 
 	for _, rs := range []struct {
 		effect string
 		list   []string
-	}{{tools.RuleDeny, o.deny}, {tools.RuleAllow, o.allow}} {
+	}{{permsyntax.RuleDeny, o.deny}, {permsyntax.RuleAllow, o.allow}} {
 		for _, s := range rs.list {
-			rule, err := tools.ParseRule(rs.effect, s)
+			rule, err := permsyntax.ParseRule(rs.effect, s)
 			if err != nil {
 				return r, exitf(2, "invalid --%s: %v (examples: Read, 'Bash(git status)', 'Read(src/**)', category:file_write)", rs.effect, err)
 			}
@@ -1305,9 +1332,9 @@ func (p permissionRequest) suggestRule() string {
 	if p.escalation {
 		return ""
 	}
-	if strings.EqualFold(p.tool, tools.NameBash) && p.command != "" {
-		rule := tools.NameBash + "(" + tools.CanonicalCommand(p.command) + ")"
-		if parsed, err := tools.ParseRule(tools.RuleAllow, rule); err == nil && parsed.String() == rule {
+	if strings.EqualFold(p.tool, permsyntax.NameBash) && p.command != "" {
+		rule := permsyntax.NameBash + "(" + permsyntax.CanonicalCommand(p.command) + ")"
+		if parsed, err := permsyntax.ParseRule(permsyntax.RuleAllow, rule); err == nil && parsed.String() == rule {
 			return rule
 		}
 	}
@@ -1331,7 +1358,7 @@ func describePermission(req protocol.InteractionRequest) permissionRequest {
 		}
 		return out
 	case protocol.SandboxEscalationPrompt:
-		return permissionRequest{tool: tools.NameBash, category: pr.Category, command: pr.Command, escalation: true}
+		return permissionRequest{tool: permsyntax.NameBash, category: pr.Category, command: pr.Command, escalation: true}
 	case protocol.AdditionalPermissionsPrompt:
 		return permissionRequest{tool: pr.ToolName, category: pr.Category}
 	}

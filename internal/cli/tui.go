@@ -19,10 +19,12 @@ import (
 // link (nor initialise, in every command and every Bash call) the UI's
 // markdown renderer, syntax highlighter and terminal libraries. `maka` with
 // no subcommand replaces itself with maka-tui, same arguments and
-// environment; maka-tui runs the host with the maka next to it.
+// environment. The runtime host is a third executable, maka-host, which
+// both start (and 'maka host serve' execs) from next to themselves, else
+// from PATH.
 const (
-	makaExecutable = "maka"
-	tuiExecutable  = "maka-tui"
+	hostExecutableName = "maka-host"
+	tuiExecutable      = "maka-tui"
 )
 
 // tuiOptions are the flags of `maka` itself (the terminal UI).
@@ -103,9 +105,16 @@ func siblingExecutable(name string) (string, error) {
 	return p, nil
 }
 
-// hostExecutable is the maka binary that runs the runtime host: this one,
-// or in maka-tui the maka next to it (else on PATH).
-var hostExecutable = os.Executable
+// hostExecutable is the executable that runs the runtime host: the
+// maka-host next to this one, else on PATH. A test of the build check
+// replaces it.
+var hostExecutable = func() (string, error) {
+	exe, err := siblingExecutable(hostExecutableName)
+	if err != nil {
+		return "", fmt.Errorf("the runtime host is a separate executable: %v; build all three with 'go build -o DIR ./cmd/...' in a maka checkout (DIR: the directory of maka)", err)
+	}
+	return exe, nil
+}
 
 // TUISession is what the terminal UI is started with.
 type TUISession struct {
@@ -138,16 +147,15 @@ type LocalServer struct {
 }
 
 // TUIMain is the command line of maka-tui: the flags of `maka` without a
-// subcommand. It connects to (or starts) the host with the maka executable
-// next to it and hands the connection to run. It returns the exit code.
+// subcommand. It connects to (or starts) the host with the maka-host
+// executable next to it and hands the connection to run. It returns the exit code.
 func TUIMain(args []string, stdin io.Reader, stdout, stderr io.Writer, run func(context.Context, TUISession) error) int {
-	hostExecutable = func() (string, error) { return siblingExecutable(makaExecutable) }
 	root := &cobra.Command{
 		Use:   "maka",
 		Short: "The Maka terminal UI",
 		Long: `The Maka terminal UI (maka-tui): what 'maka' without a subcommand opens.
-It uses the runtime host of the storage root, starting it with the maka
-executable next to this one (else the one on PATH).`,
+It uses the runtime host of the storage root, starting it with the
+maka-host executable next to this one (else the one on PATH).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -11,8 +11,9 @@ package model
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
+
+	"github.com/maka-agent/maka/internal/providerinfo"
 )
 
 // Role of a Message.
@@ -91,11 +92,10 @@ const (
 
 // ParseEffort parses off, low, medium or high ("" is EffortDefault).
 func ParseEffort(s string) (Effort, error) {
-	switch e := Effort(s); e {
-	case EffortDefault, EffortOff, EffortLow, EffortMedium, EffortHigh:
-		return e, nil
+	if err := providerinfo.CheckEffort(s); err != nil {
+		return "", err
 	}
-	return "", fmt.Errorf("reasoning effort %q is not off, low, medium or high", s)
+	return Effort(s), nil
 }
 
 // AnthropicThinkingBudget is the extended-thinking budget_tokens of an

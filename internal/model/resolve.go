@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/maka-agent/maka/internal/providerinfo"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -43,21 +44,12 @@ type Config struct {
 	HTTPClient *http.Client
 }
 
-// unsupportedTypes need an authentication flow or wire protocol that is not
-// implemented, whatever protocol the model declares.
-var unsupportedTypes = map[string]bool{
-	"openai-codex":        true,
-	"claude-subscription": true,
-	"github-copilot":      true,
-	"gemini-cli":          true,
-}
-
-// unsupportedDefaultTypes have no Chat Completions, Responses or Messages
-// endpoint unless the model declares one of those protocols.
-var unsupportedDefaultTypes = map[string]bool{
-	"google": true,
-	"cohere": true,
-}
+// The provider types that cannot serve turns (providerinfo, which the
+// command line shares).
+var (
+	unsupportedTypes        = providerinfo.UnsupportedTypes
+	unsupportedDefaultTypes = providerinfo.UnsupportedDefaultTypes
+)
 
 // New returns the Provider for cfg:
 //   - the Anthropic Messages API for the "anthropic-messages" protocol and
@@ -142,31 +134,9 @@ func reasoningModel(model string) bool {
 }
 
 // Unsupported says why a connection of providerType cannot serve turns
-// when none of its models declares an API protocol ("" when it can): the
-// sign-in providers need a flow that is not implemented, and google and
-// cohere speak protocols of their own.
-func Unsupported(providerType string) string {
-	switch {
-	case unsupportedTypes[providerType]:
-		return "provider " + providerType + " needs a sign-in flow, which is not supported yet"
-	case unsupportedDefaultTypes[providerType]:
-		return "provider " + providerType + " speaks an API that is not supported yet; use an OpenAI- or Anthropic-compatible endpoint of it with --provider openai-compatible or anthropic-compatible"
-	}
-	return ""
-}
-
-// keylessTypes are the provider types whose servers are often run without
-// a key: local servers and self-hosted compatible endpoints.
-var keylessTypes = map[string]bool{
-	"openai-compatible": true, "openai-responses-compatible": true, "anthropic-compatible": true,
-}
+// when none of its models declares an API protocol ("" when it can).
+func Unsupported(providerType string) string { return providerinfo.Unsupported(providerType) }
 
 // KeyOptional reports whether a connection of providerType may run with no
 // API key stored: it then sends no credential at all.
-func KeyOptional(providerType string) bool {
-	switch protocol.ProviderAuth(providerType) {
-	case protocol.AuthNone, protocol.AuthOptionalAPIKey:
-		return true
-	}
-	return keylessTypes[providerType]
-}
+func KeyOptional(providerType string) bool { return providerinfo.KeyOptional(providerType) }

@@ -1,5 +1,5 @@
 // Package sandbox confines and contains the processes of one Bash call. Every
-// call runs under a per-call helper (the maka executable re-run with
+// call runs under a per-call helper (the host executable, maka-host, re-run with
 // HelperArg) that is a child subreaper: whatever the command forks, setsid or
 // daemonises stays its descendant and is killed when the call returns, is
 // stopped or times out, or the host exits. Where the kernel has Landlock,

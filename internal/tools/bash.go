@@ -12,11 +12,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/maka-agent/maka/internal/permsyntax"
 	"github.com/maka-agent/maka/internal/sandbox"
 )
 
 // NameBash is the name of the Bash tool.
-const NameBash = "Bash"
+const NameBash = permsyntax.NameBash
 
 // Bash timing.
 const (

@@ -9,10 +9,12 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/maka-agent/maka/internal/permsyntax"
 )
 
 // NameEdit is the name of the Edit tool.
-const NameEdit = "Edit"
+const NameEdit = permsyntax.NameEdit
 
 // Edit limits.
 const (

@@ -14,10 +14,12 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/maka-agent/maka/internal/permsyntax"
 )
 
 // NameGlob is the name of the Glob tool.
-const NameGlob = "Glob"
+const NameGlob = permsyntax.NameGlob
 
 // Glob limits.
 const (

@@ -17,10 +17,12 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/maka-agent/maka/internal/permsyntax"
 )
 
 // NameGrep is the name of the Grep tool.
-const NameGrep = "Grep"
+const NameGrep = permsyntax.NameGrep
 
 // Grep limits.
 const (

@@ -276,7 +276,7 @@ func NewEngine(p Policy) *Engine {
 		}
 	}
 	for _, r := range p.Rules {
-		if path, ok := r.hiddenPath(p.Workspace); ok {
+		if path, ok := ruleHiddenPath(r, p.Workspace); ok {
 			e.denied = append(e.denied, path)
 		}
 	}
@@ -342,7 +342,7 @@ func (e *Engine) Evaluate(tool Tool, args json.RawMessage) Verdict {
 	for _, effect := range []string{RuleDeny, RuleAllow} {
 		for i := range e.p.Rules {
 			r := e.p.Rules[i]
-			if r.Effect == effect && r.matches(m) {
+			if r.Effect == effect && ruleMatches(r, m) {
 				v.Rule = &r
 				if effect == RuleDeny {
 					v.Decision = Block
@@ -440,7 +440,7 @@ func (e *Engine) DenyRead() func(rel string) bool {
 			if strings.HasPrefix(r.Value, "/") {
 				p = abs
 			}
-			if r.matchPath(p) {
+			if ruleMatchPath(r, p) {
 				return true
 			}
 		}

@@ -9,6 +9,8 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+
+	"github.com/maka-agent/maka/internal/permsyntax"
 )
 
 // Read limits.
@@ -22,7 +24,7 @@ const (
 )
 
 // NameRead is the name of the Read tool.
-const NameRead = "Read"
+const NameRead = permsyntax.NameRead
 
 type readTool struct{}
 

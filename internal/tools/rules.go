@@ -2,230 +2,49 @@ package tools
 
 import (
 	"encoding/json"
-	"fmt"
 	"path"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 
 	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/maka-agent/maka/internal/permsyntax"
 )
 
-// Rule effects and kinds.
+// Rule effects and kinds: the rule syntax is permsyntax's, which the
+// command line shares.
 const (
-	RuleAllow = "allow"
-	RuleDeny  = "deny"
+	RuleAllow = permsyntax.RuleAllow
+	RuleDeny  = permsyntax.RuleDeny
 
-	// RuleKindTool matches every call of a tool by name ("Read", "Bash",
-	// "mcp__github__create_issue"), case-insensitively.
-	RuleKindTool = "tool"
-	// RuleKindCategory matches a permission category ("category:file_write").
-	RuleKindCategory = "category"
-	// RuleKindBashExact matches one exact Bash command ("Bash(go test ./...)").
-	RuleKindBashExact = "bash_exact"
-	// RuleKindBashPrefix matches a single simple Bash command that starts
-	// with the given words ("Bash(npm run test:*)").
-	RuleKindBashPrefix = "bash_prefix"
-	// RuleKindPath matches the path argument of a file tool against a glob
-	// ("Read(src/**)", "Edit(docs/*.md)", "Read(/etc/**)").
-	RuleKindPath = "path"
-	// RuleKindDomain matches WebFetch calls of URLs on one host
-	// ("WebFetch(domain:example.com)", "WebFetch(domain:localhost)"),
-	// compared in normHost form, on any port. An allow rule also lets
-	// WebFetch reach that host at a loopback, private or other non-public
-	// address.
-	RuleKindDomain = "domain"
+	RuleKindTool       = permsyntax.RuleKindTool
+	RuleKindCategory   = permsyntax.RuleKindCategory
+	RuleKindBashExact  = permsyntax.RuleKindBashExact
+	RuleKindBashPrefix = permsyntax.RuleKindBashPrefix
+	RuleKindPath       = permsyntax.RuleKindPath
+	RuleKindDomain     = permsyntax.RuleKindDomain
 )
 
 // RuleMaxBytes bounds the text of one rule.
-const RuleMaxBytes = 1024
+const RuleMaxBytes = permsyntax.RuleMaxBytes
 
-// Rule is a user permission rule, written in the syntax users of Claude
-// Code know:
-//
-//	Read                   every call of the tool
-//	category:file_write    every call of a permission category
-//	Bash(go test ./...)    exactly this command
-//	Bash(npm run test:*)   a single command starting with these words
-//	Read(src/**)           Read, Glob and Grep of paths matching the glob
-//	Edit(docs/*.md)        Edit and Write of matching paths
-//	Write(out/**)          Write of matching paths
-//	WebFetch(domain:h)     WebFetch of URLs whose host is h
-//
-// A path glob is relative to the session workspace unless it starts with
-// "/"; "**" crosses directories. Deny rules are decided before allow rules.
-type Rule struct {
-	Effect string // RuleAllow or RuleDeny
-	Kind   string // one of the RuleKind constants
-	// Tool is the tool the rule names (RuleKindTool, RuleKindPath; "Bash"
-	// for the Bash kinds).
-	Tool string
-	// Value is the category, the canonical command, the command prefix or
-	// the path glob.
-	Value string
-}
-
-// String renders the rule in ParseRule syntax.
-func (r Rule) String() string {
-	switch r.Kind {
-	case RuleKindCategory:
-		return "category:" + r.Value
-	case RuleKindBashExact:
-		return NameBash + "(" + r.Value + ")"
-	case RuleKindBashPrefix:
-		return NameBash + "(" + r.Value + ":*)"
-	case RuleKindPath:
-		return r.Tool + "(" + r.Value + ")"
-	case RuleKindDomain:
-		return NameWebFetch + "(domain:" + r.Value + ")"
-	}
-	return r.Tool
-}
-
-// toolNamePattern is what a rule accepts as a tool name.
-var toolNamePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,127}$`) })
-
-// pathRuleTools are the tools whose rules take a path glob, with the tools
-// each one covers.
-var pathRuleTools = map[string][]string{
-	NameRead:  {NameRead, NameGlob, NameGrep},
-	NameEdit:  {NameEdit, NameWrite},
-	NameWrite: {NameWrite},
-	NameGlob:  {NameGlob},
-	NameGrep:  {NameGrep},
-}
+// Rule is a user permission rule (permsyntax.Rule).
+type Rule = permsyntax.Rule
 
 // ParseRule parses a rule in the syntax of Rule; effect is "allow" or
 // "deny".
-func ParseRule(effect, s string) (Rule, error) {
-	effect = strings.ToLower(strings.TrimSpace(effect))
-	if effect != RuleAllow && effect != RuleDeny {
-		return Rule{}, fmt.Errorf("rule effect must be allow or deny, got %q", effect)
-	}
-	s = strings.TrimSpace(s)
-	switch {
-	case s == "":
-		return Rule{}, fmt.Errorf("empty permission rule")
-	case len(s) > RuleMaxBytes:
-		return Rule{}, fmt.Errorf("permission rule longer than %d bytes", RuleMaxBytes)
-	}
-	if cat, ok := strings.CutPrefix(s, "category:"); ok {
-		cat = strings.TrimSpace(cat)
-		if _, known := permissionMatrix[cat]; !known {
-			return Rule{}, fmt.Errorf("unknown tool category %q in rule %q", cat, s)
-		}
-		return Rule{Effect: effect, Kind: RuleKindCategory, Value: cat}, nil
-	}
-	open := strings.IndexByte(s, '(')
-	if open < 0 {
-		if !toolNamePattern().MatchString(s) {
-			return Rule{}, fmt.Errorf("rule %q: a tool name is letters, digits, '_', '-' and '.' (examples: Read, 'Bash(git status)', category:file_write)", s)
-		}
-		return Rule{Effect: effect, Kind: RuleKindTool, Tool: canonicalToolName(s)}, nil
-	}
-	name := strings.TrimSpace(s[:open])
-	if !strings.HasSuffix(s, ")") {
-		return Rule{}, fmt.Errorf("rule %q: missing closing parenthesis", s)
-	}
-	inner := strings.TrimSpace(s[open+1 : len(s)-1])
-	tool := canonicalToolName(name)
-	if tool == NameBash {
-		if inner == "*" {
-			return Rule{Effect: effect, Kind: RuleKindTool, Tool: NameBash}, nil
-		}
-		if prefix, ok := strings.CutSuffix(inner, ":*"); ok {
-			prefix = CanonicalCommand(prefix)
-			if prefix == "" {
-				return Rule{}, fmt.Errorf("rule %q: empty command prefix", s)
-			}
-			if !simpleCommand(prefix) {
-				return Rule{}, fmt.Errorf("rule %q: a prefix rule names one simple command (no ; & | < > $ ` ( ) or newlines)", s)
-			}
-			return Rule{Effect: effect, Kind: RuleKindBashPrefix, Tool: NameBash, Value: prefix}, nil
-		}
-		cmd := CanonicalCommand(inner)
-		if cmd == "" {
-			return Rule{}, fmt.Errorf("rule %q: empty command", s)
-		}
-		return Rule{Effect: effect, Kind: RuleKindBashExact, Tool: NameBash, Value: cmd}, nil
-	}
-	if tool == NameWebFetch {
-		host, ok := strings.CutPrefix(inner, "domain:")
-		if !ok {
-			return Rule{}, fmt.Errorf("rule %q: a WebFetch rule names a host as WebFetch(domain:example.com)", s)
-		}
-		host, err := normHost(strings.TrimSpace(host))
-		if err != nil {
-			return Rule{}, fmt.Errorf("rule %q: %v", s, err)
-		}
-		return Rule{Effect: effect, Kind: RuleKindDomain, Tool: NameWebFetch, Value: host}, nil
-	}
-	if _, ok := pathRuleTools[tool]; !ok {
-		return Rule{}, fmt.Errorf("rule %q: only Bash, Read, Edit, Write, Glob, Grep and WebFetch rules take an argument", s)
-	}
-	glob := filepath.ToSlash(inner)
-	if glob == "" {
-		return Rule{}, fmt.Errorf("rule %q: empty path glob", s)
-	}
-	if strings.HasPrefix(glob, "./") || glob == "." {
-		glob = strings.TrimPrefix(strings.TrimPrefix(glob, "."), "/")
-		if glob == "" {
-			glob = "**"
-		}
-	}
-	if !doublestar.ValidatePattern(glob) {
-		return Rule{}, fmt.Errorf("rule %q: invalid path glob", s)
-	}
-	return Rule{Effect: effect, Kind: RuleKindPath, Tool: tool, Value: glob}, nil
-}
-
-// canonicalToolName returns the built-in tool's own spelling of name, or
-// name as given.
-func canonicalToolName(name string) string {
-	for _, n := range []string{NameRead, NameWrite, NameEdit, NameBash, NameGlob, NameGrep, NameWebFetch} {
-		if strings.EqualFold(n, name) {
-			return n
-		}
-	}
-	return name
-}
+func ParseRule(effect, s string) (Rule, error) { return permsyntax.ParseRule(effect, s) }
 
 // CanonicalCommand is the form of a Bash command that rules and remembered
-// approvals compare: surrounding whitespace trimmed and, in a command with
-// no quote, backslash, "$" or backquote, runs of spaces and tabs folded to
-// one space (there they only separate words). Anything else is kept as it
-// is, so two commands with the same canonical form run the same words; a
-// newline (a second command to the shell) is never folded.
-func CanonicalCommand(s string) string {
-	s = strings.TrimSpace(s)
-	if strings.ContainsAny(s, "'\"\\$`") {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	space := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == ' ' || c == '\t' {
-			space = true
-			continue
-		}
-		if space {
-			b.WriteByte(' ')
-			space = false
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
-}
+// approvals compare (permsyntax.CanonicalCommand).
+func CanonicalCommand(s string) string { return permsyntax.CanonicalCommand(s) }
 
-// simpleCommand reports whether a canonical command is one simple command:
-// no operator, redirection, substitution, grouping or second line, even
-// inside quotes (where a prompt costs less than a wrong guess).
-func simpleCommand(cmd string) bool {
-	return !strings.ContainsAny(cmd, ";&|<>$`()\n\r{}\\")
-}
+// pathRuleTools are the tools whose rules take a path glob, with the tools
+// each one covers.
+var pathRuleTools = permsyntax.PathRuleTools
+
+// simpleCommand reports whether a canonical command is one simple command.
+func simpleCommand(cmd string) bool { return permsyntax.SimpleCommand(cmd) }
 
 // containsWords reports whether words stand in cmd as whole words: at the
 // start or after a character that is not part of a word (a blank, an
@@ -262,7 +81,7 @@ type matchContext struct {
 	workspace, root string
 }
 
-func (r Rule) matches(m matchContext) bool {
+func ruleMatches(r Rule, m matchContext) bool {
 	switch r.Kind {
 	case RuleKindTool:
 		return strings.EqualFold(r.Tool, m.tool)
@@ -304,7 +123,7 @@ func (r Rule) matches(m matchContext) bool {
 			if strings.HasPrefix(r.Value, "/") {
 				p = f.abs
 			}
-			ok := p != "" && r.matchPath(p)
+			ok := p != "" && ruleMatchPath(r, p)
 			all, any = all && ok, any || ok
 		}
 		if r.Effect == RuleDeny {
@@ -325,7 +144,7 @@ func (r Rule) matches(m matchContext) bool {
 // "config/prod.env", "/etc/ssl/private/**"), absolute, for the sandbox to
 // hide from commands too; ok is false for a rule that is not a deny Read
 // rule or whose glob is a pattern rather than a path.
-func (r Rule) hiddenPath(workspace string) (string, bool) {
+func ruleHiddenPath(r Rule, workspace string) (string, bool) {
 	if r.Effect != RuleDeny || r.Kind != RuleKindPath || r.Tool != NameRead {
 		return "", false
 	}
@@ -343,7 +162,7 @@ func (r Rule) hiddenPath(workspace string) (string, bool) {
 }
 
 // matchPath matches one workspace-relative or absolute slash path.
-func (r Rule) matchPath(p string) bool {
+func ruleMatchPath(r Rule, p string) bool {
 	ok, err := doublestar.Match(r.Value, p)
 	return err == nil && ok
 }

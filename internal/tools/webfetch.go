@@ -20,6 +20,8 @@ import (
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
 	"golang.org/x/net/html/charset"
+
+	"github.com/maka-agent/maka/internal/permsyntax"
 )
 
 // WebFetch limits.
@@ -40,7 +42,7 @@ const (
 )
 
 // NameWebFetch is the name of the WebFetch tool.
-const NameWebFetch = "WebFetch"
+const NameWebFetch = permsyntax.NameWebFetch
 
 // WebPolicy is what the session's permission policy says of the URLs a
 // WebFetch call reaches beyond the one it was approved for. *Engine

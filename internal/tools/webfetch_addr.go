@@ -6,12 +6,11 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
-	"golang.org/x/net/idna"
+	"github.com/maka-agent/maka/internal/permsyntax"
 )
 
 // WebFetchURLMaxBytes bounds the url argument of WebFetch (the bound of the
@@ -84,72 +83,8 @@ func hostPort(host, port string) string {
 	return host + ":" + port
 }
 
-// normHost is the form of a URL host that WebFetch requests and its
-// permission rules compare: an IP address in its canonical text (IPv6
-// without brackets), or a DNS name converted by IDNA's lookup profile
-// (UTS #46: case folded, Unicode to punycode, STD3 rules), without a
-// trailing dot. A host that could be read as an IPv4 address in another
-// form (2130706433, 0x7f.1, 127.1, 010.0.0.1: a last label that is a
-// number) is refused, as is an IPv6 zone, so that no spelling of an
-// address escapes the rules.
-func normHost(h string) (string, error) {
-	h = strings.TrimPrefix(strings.TrimSuffix(h, "]"), "[")
-	if h == "" {
-		return "", errors.New("the URL has no host")
-	}
-	if strings.Contains(h, ":") {
-		a, err := netip.ParseAddr(h)
-		if err != nil || !a.Is6() {
-			return "", fmt.Errorf("the host %q is not a valid IPv6 address", h)
-		}
-		if a.Zone() != "" {
-			return "", fmt.Errorf("the host %q names an IPv6 zone, which is refused", h)
-		}
-		return a.String(), nil
-	}
-	ascii, err := idna.Lookup.ToASCII(h)
-	if err != nil {
-		return "", fmt.Errorf("the host %q is not a valid host name: %v", h, err)
-	}
-	ascii = strings.TrimSuffix(ascii, ".")
-	labels := strings.Split(ascii, ".")
-	if len(ascii) > 253 || slices.Contains(labels, "") {
-		return "", fmt.Errorf("the host %q is not a valid host name", h)
-	}
-	if a, err := netip.ParseAddr(ascii); err == nil {
-		if !a.Is4() {
-			return "", fmt.Errorf("the host %q is not a valid host name", h)
-		}
-		return a.String(), nil
-	}
-	if numericLabel(labels[len(labels)-1]) {
-		return "", fmt.Errorf("the host %q reads as a number; write an IPv4 address as four decimal parts (127.0.0.1)", h)
-	}
-	return ascii, nil
-}
-
-// numericLabel reports whether a label is a number to the WHATWG host
-// parser (decimal, 0x hex or 0 octal), which makes the host an IPv4 address
-// in some form.
-func numericLabel(l string) bool {
-	if l == "" {
-		return false
-	}
-	if rest, ok := strings.CutPrefix(l, "0x"); ok {
-		for _, c := range rest {
-			if !strings.ContainsRune("0123456789abcdef", c) {
-				return false
-			}
-		}
-		return true
-	}
-	for _, c := range l {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
+// normHost is the form hosts are compared in (permsyntax.NormHost).
+func normHost(h string) (string, error) { return permsyntax.NormHost(h) }
 
 // Address ranges WebFetch does not connect to unless a permission rule
 // names the host (RuleKindDomain): this host, private networks, shared

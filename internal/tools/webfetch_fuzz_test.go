@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/maka-agent/maka/internal/permsyntax"
 )
 
 // FuzzWebFetchURL: the URL check never panics; a URL it accepts is http or
@@ -53,7 +55,7 @@ func FuzzWebFetchURL(f *testing.F) {
 			if a.Is4() && (blockedAddr(a) == "") != (blockedAddr(netip.AddrFrom16(a.As16())) == "") {
 				t.Fatalf("%q: %s and its IPv4-mapped form are judged apart", raw, a)
 			}
-		} else if labels := strings.Split(host, "."); numericLabel(labels[len(labels)-1]) {
+		} else if labels := strings.Split(host, "."); permsyntax.NumericLabel(labels[len(labels)-1]) {
 			t.Fatalf("%q: the host %q could be read as an IPv4 address", raw, host)
 		}
 	})

@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/maka-agent/maka/internal/permsyntax"
 )
 
 // NameWrite is the name of the Write tool.
-const NameWrite = "Write"
+const NameWrite = permsyntax.NameWrite
 
 type writeTool struct{}
 
