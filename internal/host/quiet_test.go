@@ -43,4 +43,3 @@ func TestOnQuietAfterWorkEnds(t *testing.T) {
 	}
 	wait("no OnQuiet after a request, with its connection open")
 }
-

@@ -38,7 +38,7 @@ func main() {
 	flag.StringVar(&o.claude, "claude", "latest", "version of @anthropic-ai/claude-code to install")
 	flag.StringVar(&o.opencode, "opencode", "latest", "version of opencode-ai to install")
 	flag.BoolVar(&o.install, "install", true, "run npm install (false: use what -dir holds)")
-	flag.StringVar(&o.maka, "maka", "", "maka executable (default: build ./cmd/maka)")
+	flag.StringVar(&o.maka, "maka", "", "maka executable, with maka-host beside it (default: build ./cmd/...)")
 	flag.StringVar(&o.peers, "peers", "maka,codex,claude,opencode", "clients to measure")
 	flag.IntVar(&o.n, "n", 5, "runs of the trivial turn (median)")
 	flag.IntVar(&o.shellN, "shell-n", 3, "runs of the shell-call turn (median)")
@@ -105,7 +105,7 @@ func bench(ctx context.Context, o options) error {
 		case "maka":
 			bin := o.maka
 			if bin == "" {
-				fmt.Fprintln(os.Stderr, "building ./cmd/maka")
+				fmt.Fprintln(os.Stderr, "building ./cmd/...")
 				bin, err = buildMaka(ctx, base)
 			}
 			if err == nil {

@@ -16,25 +16,29 @@ import (
 	"github.com/maka-agent/maka/protocol"
 )
 
-// buildMaka builds ./cmd/maka of the module the benchmark runs in into
-// dir.
+// buildMaka builds the executables of the module the benchmark runs in
+// (./cmd/...: maka, and maka-host which it starts) into dir/bin and
+// returns maka.
 func buildMaka(ctx context.Context, dir string) (string, error) {
 	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil || strings.TrimSpace(string(out)) == "" || strings.TrimSpace(string(out)) == os.DevNull {
 		return "", fmt.Errorf("not inside the module (go env GOMOD: %v)", err)
 	}
-	bin := filepath.Join(dir, "bin", "maka")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/maka")
+	bindir := filepath.Join(dir, "bin")
+	bin := filepath.Join(bindir, "maka")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bindir+string(filepath.Separator), "./cmd/...")
 	cmd.Dir = filepath.Dir(strings.TrimSpace(string(out)))
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/maka: %v: %s", err, b)
+		return "", fmt.Errorf("go build ./cmd/...: %v: %s", err, b)
 	}
 	// an installed executable is written back to disk; one just built
 	// may not be, and its dirty pages cannot be paged out (see
 	// docs/benchmarks.md, Memory)
-	if f, err := os.Open(bin); err == nil {
-		_ = f.Sync()
-		f.Close()
+	for _, name := range []string{"maka", "maka-host"} {
+		if f, err := os.Open(filepath.Join(bindir, name)); err == nil {
+			_ = f.Sync()
+			f.Close()
+		}
 	}
 	return bin, nil
 }
