@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/maka-agent/maka/client"
+	"github.com/maka-agent/maka/internal/exitcode"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -92,7 +93,7 @@ func attach(cmd *cobra.Command, o attachOptions, sessionID string) error {
 		return err
 	}
 	if code != 0 {
-		return &exitError{code: code, err: errors.New("")}
+		return &exitcode.Error{Code: code, Err: errors.New("")}
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/maka-agent/maka/client"
+	"github.com/maka-agent/maka/internal/exitcode"
 	"github.com/maka-agent/maka/internal/landlockprobe"
 	"github.com/maka-agent/maka/internal/storageroot"
 	"github.com/maka-agent/maka/protocol"
@@ -112,7 +113,7 @@ func newHostStatusCommand() *cobra.Command {
 				printView(out, view)
 			}
 			if !view.Running {
-				return &exitError{code: 1, err: errors.New("")}
+				return &exitcode.Error{Code: 1, Err: errors.New("")}
 			}
 			return nil
 		},

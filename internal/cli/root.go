@@ -2,12 +2,12 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 
+	"github.com/maka-agent/maka/internal/exitcode"
 	"github.com/maka-agent/maka/internal/storageroot"
 )
 
@@ -15,18 +15,9 @@ import (
 // -ldflags "-X github.com/maka-agent/maka/internal/cli.Version=...".
 var Version = "0.1.0-dev"
 
-// exitError carries a process exit code through cobra.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
 // exitf returns an error that makes maka exit with code.
 func exitf(code int, format string, args ...any) error {
-	return &exitError{code: code, err: fmt.Errorf(format, args...)}
+	return exitcode.Errorf(code, format, args...)
 }
 
 // Main runs maka with args and returns the process exit code.
@@ -37,27 +28,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 // exitCode prints err of a command to stderr and returns the exit code.
-func exitCode(err error, stderr io.Writer) int {
-	if err == nil {
-		return 0
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		if ee.err != nil && ee.err.Error() != "" {
-			fmt.Fprintln(stderr, "maka:", ee.err)
-		}
-		return ee.code
-	}
-	// cobra usage errors (unknown flag, wrong arguments)
-	fmt.Fprintln(stderr, "maka:", err)
-	helpFor := "maka"
-	var fe *flagError
-	if errors.As(err, &fe) {
-		helpFor = fe.command
-	}
-	fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", helpFor)
-	return 2
-}
+func exitCode(err error, stderr io.Writer) int { return exitcode.Code(err, stderr, "maka") }
 
 func newRootCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
@@ -107,19 +78,10 @@ ${XDG_CONFIG_HOME:-~/.config}/Maka/workspaces/default.`,
 	root.SetHelpCommandGroupID(groupSetup)
 	root.SetCompletionCommandGroupID(groupSetup)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &flagError{command: c.CommandPath(), err: err}
+		return &exitcode.FlagError{Command: c.CommandPath(), Err: err}
 	})
 	return root
 }
-
-// flagError is a flag parsing error of a command.
-type flagError struct {
-	command string
-	err     error
-}
-
-func (e *flagError) Error() string { return e.err.Error() }
-func (e *flagError) Unwrap() error { return e.err }
 
 // Command groups of the top-level help.
 const (

@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/maka-agent/maka/client"
+	"github.com/maka-agent/maka/internal/exitcode"
 	"github.com/maka-agent/maka/internal/permsyntax"
 	"github.com/maka-agent/maka/internal/providerinfo"
 	"github.com/maka-agent/maka/protocol"
@@ -486,7 +487,7 @@ func runTurnCommand(cmd *cobra.Command, o runOptions, args []string) error {
 		return err
 	}
 	if code != 0 {
-		return &exitError{code: code, err: errors.New("")}
+		return &exitcode.Error{Code: code, Err: errors.New("")}
 	}
 	return nil
 }
@@ -531,7 +532,7 @@ func (r *turnRun) interrupted(cause error) error {
 	if errors.As(cause, &sc) {
 		r.p.result(r.resultEvent(snap, "interrupted", sc.exitCode()))
 		r.p.notef("maka: interrupted; turn %s stopped", r.turnID)
-		return &exitError{code: sc.exitCode(), err: errors.New("")}
+		return &exitcode.Error{Code: sc.exitCode(), Err: errors.New("")}
 	}
 	if snap != nil && snap.Status == protocol.TurnCompleted {
 		r.p.result(r.resultEvent(snap, "", 0))

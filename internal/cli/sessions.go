@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/maka-agent/maka/client"
+	"github.com/maka-agent/maka/internal/exitcode"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -117,7 +118,7 @@ func getSession(ctx context.Context, c *client.Conn, id string) (protocol.Sessio
 	for _, s := range found {
 		fmt.Fprintf(&b, "\n  %s  %s", s.SessionID, sessionLabel(s))
 	}
-	return protocol.SessionSummary{}, &exitError{code: 2, err: errAmbiguousSession{b.String()}}
+	return protocol.SessionSummary{}, &exitcode.Error{Code: 2, Err: errAmbiguousSession{b.String()}}
 }
 
 // errAmbiguousSession is a session prefix several sessions share: always
@@ -130,10 +131,10 @@ func (e errAmbiguousSession) Error() string { return e.msg }
 // 1, for commands where a missing session is not a usage error; an
 // ambiguous prefix stays exit 2.
 func missingSessionExits1(err error) error {
-	var ee *exitError
+	var ee *exitcode.Error
 	var amb errAmbiguousSession
-	if errors.As(err, &ee) && ee.code == 2 && !errors.As(err, &amb) {
-		ee.code = 1
+	if errors.As(err, &ee) && ee.Code == 2 && !errors.As(err, &amb) {
+		ee.Code = 1
 	}
 	return err
 }

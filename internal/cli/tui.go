@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/maka-agent/maka/client"
+	"github.com/maka-agent/maka/internal/exitcode"
 	"github.com/maka-agent/maka/protocol"
 )
 
@@ -194,7 +195,7 @@ maka-host executable next to this one (else the one on PATH).`,
 		return nil
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &flagError{command: c.CommandPath(), err: err}
+		return &exitcode.FlagError{Command: c.CommandPath(), Err: err}
 	})
 	root.SetArgs(args)
 	return exitCode(root.Execute(), stderr)

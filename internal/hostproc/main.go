@@ -1,12 +1,11 @@
 package hostproc
 
 import (
-	"errors"
-	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 
+	"github.com/maka-agent/maka/internal/exitcode"
 	"github.com/maka-agent/maka/internal/storageroot"
 )
 
@@ -30,56 +29,19 @@ executable, else on PATH.`,
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(newHostServeCommand())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &flagError{command: c.CommandPath(), err: err}
+		command := c.CommandPath()
+		if command == "maka-host serve" {
+			command = "maka host serve" // how users start it
+		}
+		return &exitcode.FlagError{Command: command, Err: err}
 	})
 	root.SetArgs(args)
-	return exitCode(root.Execute(), stderr)
+	return exitcode.Code(root.Execute(), stderr, "maka host serve")
 }
-
-// exitError carries a process exit code through cobra.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
 
 // exitf returns an error that makes the host exit with code.
 func exitf(code int, format string, args ...any) error {
-	return &exitError{code: code, err: fmt.Errorf(format, args...)}
-}
-
-// flagError is a flag parsing error of a command.
-type flagError struct {
-	command string
-	err     error
-}
-
-func (e *flagError) Error() string { return e.err.Error() }
-func (e *flagError) Unwrap() error { return e.err }
-
-// exitCode prints err to stderr and returns the exit code: the code of an
-// exitError, else 2 (a usage error).
-func exitCode(err error, stderr io.Writer) int {
-	if err == nil {
-		return 0
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		if ee.err != nil && ee.err.Error() != "" {
-			fmt.Fprintln(stderr, "maka:", ee.err)
-		}
-		return ee.code
-	}
-	fmt.Fprintln(stderr, "maka:", err)
-	helpFor := "maka host serve"
-	var fe *flagError
-	if errors.As(err, &fe) && fe.command != "maka-host serve" {
-		helpFor = fe.command
-	}
-	fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", helpFor)
-	return 2
+	return exitcode.Errorf(code, format, args...)
 }
 
 // rootFlag resolves --root, falling back to the default root.
