@@ -57,7 +57,8 @@ const hostLogMaxBytes = 8 << 20
 // answers.
 type SpawnOptions struct {
 	// Executable is the runtime host's executable (maka-host), run with
-	// Args; default: os.Executable().
+	// Args. Default: os.Executable(), which is right only inside maka-host
+	// itself; every other program names the maka-host to start.
 	Executable string
 	// Args builds the candidate's arguments (after the executable) for the
 	// resolved root; nil means HostServeArgs followed by --idle-grace (when

@@ -1,7 +1,7 @@
 // Command maka-tui is the Maka terminal UI, what `maka` without a
 // subcommand opens. It is its own executable so that maka does not link the
-// UI's renderer and terminal libraries; it runs the host with the maka
-// executable next to it.
+// UI's renderer and terminal libraries; it starts the maka-host that maka
+// names (--host-executable), else the one next to it, else on PATH.
 package main
 
 import (

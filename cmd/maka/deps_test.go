@@ -4,6 +4,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -44,6 +45,45 @@ var hostOnly = []string{
 	"github.com/maka-agent/maka/internal/turns",
 	"github.com/maka-agent/maka/internal/mcp",
 	"github.com/maka-agent/maka/internal/config",
+}
+
+// clientPackages are the packages of this module a client (maka, and
+// maka-tui with internal/tui) may link: the protocol, the client, the
+// command line and the small packages they share with the host. Any other
+// package of the module is the host's; a new one a client needs is added
+// here on purpose.
+var clientPackages = map[string]bool{
+	"github.com/maka-agent/maka/cmd/maka":               true,
+	"github.com/maka-agent/maka/cmd/maka-tui":           true,
+	"github.com/maka-agent/maka/client":                 true,
+	"github.com/maka-agent/maka/protocol":               true,
+	"github.com/maka-agent/maka/internal/cli":           true,
+	"github.com/maka-agent/maka/internal/tui":           true,
+	"github.com/maka-agent/maka/internal/baseurl":       true,
+	"github.com/maka-agent/maka/internal/bashcategory":  true,
+	"github.com/maka-agent/maka/internal/wireredact":    true,
+	"github.com/maka-agent/maka/internal/storageroot":   true,
+	"github.com/maka-agent/maka/internal/control":       true,
+	"github.com/maka-agent/maka/internal/peercred":      true,
+	"github.com/maka-agent/maka/internal/transport":     true,
+	"github.com/maka-agent/maka/internal/exitcode":      true,
+	"github.com/maka-agent/maka/internal/landlockprobe": true,
+	"github.com/maka-agent/maka/internal/permsyntax":    true,
+	"github.com/maka-agent/maka/internal/providerinfo":  true,
+}
+
+// Of this module, the clients link only clientPackages.
+func TestClientsLinkOnlyClientPackages(t *testing.T) {
+	for _, client := range []string{"cmd/maka", "cmd/maka-tui"} {
+		for _, d := range goListDeps(t, "github.com/maka-agent/maka/"+client) {
+			if linked(d, "github.com/maka-agent/maka") && !clientPackages[d] {
+				t.Errorf("%s links %s, which is not one of the client's packages (cmd/maka/deps_test.go)", client, d)
+			}
+		}
+	}
+	if tui := goListDeps(t, "github.com/maka-agent/maka/cmd/maka-tui"); !slices.Contains(tui, "github.com/maka-agent/maka/internal/tui") {
+		t.Errorf("cmd/maka-tui does not link internal/tui: the dependency list is not what this test expects")
+	}
 }
 
 // linked reports whether dep is pkg or one of its subpackages (or, for a

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -46,6 +47,17 @@ func (o *tuiOptions) register(cmd *cobra.Command) {
 
 // check validates the flags and the terminal, and returns the workspace.
 func (o *tuiOptions) check(cmd *cobra.Command) (workspace string, err error) {
+	if workspace, err = o.checkFlags(); err != nil {
+		return "", err
+	}
+	if err := needTerminal(cmd); err != nil {
+		return "", err
+	}
+	return workspace, nil
+}
+
+// checkFlags validates the flags and returns the workspace.
+func (o *tuiOptions) checkFlags() (workspace string, err error) {
 	switch protocol.PermissionMode(o.permissionMode) {
 	case "", protocol.PermissionModeExplore, protocol.PermissionModeAsk, protocol.PermissionModeExecute, protocol.PermissionModeBypass:
 	default:
@@ -60,9 +72,6 @@ func (o *tuiOptions) check(cmd *cobra.Command) (workspace string, err error) {
 	if workspace, err = canonicalDir(cwd); err != nil {
 		return "", exitf(2, "invalid --cwd: %v", err)
 	}
-	if err := needTerminal(cmd); err != nil {
-		return "", err
-	}
 	return workspace, nil
 }
 
@@ -73,37 +82,89 @@ func attachTUI(root *cobra.Command, args []string) {
 	var o tuiOptions
 	o.register(root)
 	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		if _, err := o.checkFlags(); err != nil {
+			return err
+		}
 		exe, err := siblingExecutable(tuiExecutable)
 		if err != nil {
 			return exitf(1, "the terminal UI is a separate executable: %v; build both with 'go build -o DIR ./cmd/...' in a maka checkout (DIR: the directory of maka), or use 'maka run PROMPT' without the terminal UI", err)
 		}
-		if _, err := o.check(cmd); err != nil {
+		if err := needTerminal(cmd); err != nil {
 			return err
 		}
-		argv := append([]string{os.Args[0]}, args...)
+		// maka-tui starts the host this maka would start, not one it
+		// finds on its own (which may be another install's).
+		argv := []string{os.Args[0]}
+		if host, err := hostExecutable(); err == nil {
+			argv = append(argv, "--"+hostExecutableFlag+"="+host)
+		}
+		argv = append(argv, args...)
 		err = unix.Exec(exe, argv, os.Environ())
 		return exitf(1, "cannot start the terminal UI %s: %v", exe, err)
 	}
 }
 
+// hostExecutableFlag is maka-tui's hidden flag by which maka names the
+// maka-host it would start itself.
+const hostExecutableFlag = "host-executable"
+
 // siblingExecutable finds the executable name next to this one, else on
-// PATH.
+// PATH; either must be one the user can trust (trustedExecutable).
 func siblingExecutable(name string) (string, error) {
-	if self, err := os.Executable(); err == nil {
+	self, selfErr := os.Executable()
+	if selfErr == nil {
 		p := filepath.Join(filepath.Dir(self), name)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+		if _, err := os.Stat(p); err == nil {
+			if err := trustedExecutable(p); err != nil {
+				return "", err
+			}
 			return p, nil
 		}
 	}
 	p, err := exec.LookPath(name)
 	if err != nil {
 		dir := "?"
-		if self, err := os.Executable(); err == nil {
+		if selfErr == nil {
 			dir = filepath.Dir(self)
 		}
 		return "", fmt.Errorf("the executable %s is neither in %s nor on PATH", name, dir)
 	}
+	if err := trustedExecutable(p); err != nil {
+		return "", err
+	}
 	return p, nil
+}
+
+// trustedExecutable refuses an executable that someone other than this
+// user (or root) could have put there: one that is not a regular
+// executable file, is owned by another user, is writable by group or
+// others, or lies in a directory others may write to without the sticky
+// bit. maka runs it as the user (a sibling maka-host or maka-tui planted in
+// a shared directory next to maka must not be).
+func trustedExecutable(p string) error {
+	st, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("%s is not an executable file", p)
+	}
+	uid := uint32(os.Geteuid())
+	if sys.Uid != uid && sys.Uid != 0 {
+		return fmt.Errorf("%s belongs to another user (uid %d); not running it", p, sys.Uid)
+	}
+	if st.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%s is writable by other users; not running it", p)
+	}
+	dir, err := os.Stat(filepath.Dir(p))
+	if err != nil {
+		return err
+	}
+	if dir.Mode().Perm()&0o002 != 0 && dir.Mode()&os.ModeSticky == 0 {
+		return fmt.Errorf("%s is in a directory every user may write to; not running it", p)
+	}
+	return nil
 }
 
 // hostExecutable is the executable that runs the runtime host: the
@@ -165,7 +226,19 @@ maka-host executable next to this one (else the one on PATH).`,
 	root.SetErr(stderr)
 	var o tuiOptions
 	o.register(root)
+	var hostExe string
+	root.Flags().StringVar(&hostExe, hostExecutableFlag, "", "the maka-host to start (set by maka)")
+	_ = root.Flags().MarkHidden(hostExecutableFlag)
 	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		if hostExe != "" {
+			if !filepath.IsAbs(hostExe) {
+				return exitf(2, "--%s must be an absolute path", hostExecutableFlag)
+			}
+			if err := trustedExecutable(hostExe); err != nil {
+				return exitf(1, "%v", err)
+			}
+			hostExecutable = func() (string, error) { return hostExe, nil }
+		}
 		workspace, err := o.check(cmd)
 		if err != nil {
 			return err

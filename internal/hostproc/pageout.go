@@ -11,8 +11,8 @@ import (
 
 // pageOutExecutable tells the kernel that the executable's read-only pages
 // faulted in while the process started (the initialisation of every
-// package linked into this one binary: the model SDKs, the terminal UI's
-// markdown and syntax-highlighting tables) may be reclaimed now. They are
+// package linked into maka-host: the model SDKs, SQLite, the MCP SDK) may
+// be reclaimed now. They are
 // clean file pages: whatever the host still runs faults back in on use.
 //
 // It first marks those mappings MADV_RANDOM, which turns off the kernel's

@@ -214,7 +214,8 @@ func ParseRule(effect, s string) (Rule, error) {
 		return Rule{}, fmt.Errorf("rule %q: empty path glob", s)
 	}
 	if strings.HasPrefix(glob, "./") || glob == "." {
-		glob = strings.TrimPrefix(strings.TrimPrefix(glob, "."), "/")
+		// "./x", ".//x": workspace-relative, never the absolute "/x"
+		glob = strings.TrimLeft(strings.TrimPrefix(glob, "."), "/")
 		if glob == "" {
 			glob = "**"
 		}

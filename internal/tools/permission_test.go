@@ -182,6 +182,7 @@ func TestParseRule(t *testing.T) {
 		{"allow", "Read(src/**)", Rule{Effect: RuleAllow, Kind: RuleKindPath, Tool: "Read", Value: "src/**"}, ""},
 		{"allow", "Edit(./docs/*.md)", Rule{Effect: RuleAllow, Kind: RuleKindPath, Tool: "Edit", Value: "docs/*.md"}, ""},
 		{"allow", "Read(/etc/**)", Rule{Effect: RuleAllow, Kind: RuleKindPath, Tool: "Read", Value: "/etc/**"}, ""},
+		{"deny", "Read(.//secrets/**)", Rule{Effect: RuleDeny, Kind: RuleKindPath, Tool: "Read", Value: "secrets/**"}, ""},
 		{"allow", "Read([)", Rule{}, "invalid path glob"},
 		{"allow", "category:file_write", Rule{Effect: RuleAllow, Kind: RuleKindCategory, Tool: "", Value: "file_write"}, ""},
 		{"allow", "category:nope", Rule{}, "unknown tool category"},
