@@ -62,3 +62,24 @@ func TestTrustedExecutable(t *testing.T) {
 		}
 	}
 }
+
+// A relative PATH entry is skipped, and does not hide an absolute one
+// further on.
+func TestSiblingExecutableSkipsRelativePATH(t *testing.T) {
+	work, bin := t.TempDir(), t.TempDir()
+	for _, d := range []string{work, bin} {
+		if err := os.WriteFile(filepath.Join(d, "maka-test-sibling"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(work)
+	t.Setenv("PATH", ".:"+bin)
+	got, err := siblingExecutable("maka-test-sibling")
+	if err != nil || got != filepath.Join(bin, "maka-test-sibling") {
+		t.Fatalf("siblingExecutable = %q, %v; want the one in %s", got, err, bin)
+	}
+	t.Setenv("PATH", ".")
+	if got, err := siblingExecutable("maka-test-sibling"); err == nil {
+		t.Fatalf("siblingExecutable ran %q from a relative PATH entry", got)
+	}
+}

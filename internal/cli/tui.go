@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 
@@ -121,18 +120,27 @@ func siblingExecutable(name string) (string, error) {
 			return p, nil
 		}
 	}
-	p, err := exec.LookPath(name)
-	if err != nil {
-		dir := "?"
-		if selfErr == nil {
-			dir = filepath.Dir(self)
+	// The first on PATH, as a shell would run it, skipping relative
+	// entries (".", "bin"): a file in the current directory (a workspace
+	// an agent writes to) is never run, nor does it hide one further on.
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		if !filepath.IsAbs(dir) {
+			continue
 		}
-		return "", fmt.Errorf("the executable %s is neither in %s nor on PATH", name, dir)
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+			continue
+		}
+		if err := trustedExecutable(p); err != nil {
+			return "", err
+		}
+		return p, nil
 	}
-	if err := trustedExecutable(p); err != nil {
-		return "", err
+	dir := "?"
+	if selfErr == nil {
+		dir = filepath.Dir(self)
 	}
-	return p, nil
+	return "", fmt.Errorf("the executable %s is neither in %s nor on PATH", name, dir)
 }
 
 // trustedExecutable refuses an executable that someone other than this
